@@ -1,0 +1,55 @@
+"""`slurm-rl`: the admin and research command. Subcommands load lazily (see `_COMMANDS`)."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# name -> "module:attribute" of a click command; imported only when that command runs.
+_COMMANDS: dict[str, str] = {
+    "db": "slurm_rl.db.cli:db",
+    "daemon": "slurm_rl.daemon.cli:daemon",
+    "agent": "slurm_rl.agent:agent",
+    "progress": "slurm_rl.progress:progress_command",
+    "simulate": "slurm_rl.sim.cli:simulate",
+    "evaluate": "slurm_rl.sim.evaluate:evaluate",
+    "policies": "slurm_rl.cli:policies_command",
+}
+
+
+class LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(_COMMANDS) | set(self.commands))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self.commands:
+            return self.commands[cmd_name]
+        target = _COMMANDS.get(cmd_name)
+        if target is None:
+            return None
+        module_name, attr = target.split(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name and module_name.startswith(exc.name):
+                return None  # not built yet
+            raise
+        command: click.Command = getattr(module, attr)
+        return command
+
+
+@click.group(cls=LazyGroup)
+@click.version_option(package_name="slurm-rl")
+def main() -> None:
+    """slurm-rl: RL and deadline-aware scheduling for Slurm GPU clusters."""
+
+
+@click.command("policies")
+def policies_command() -> None:
+    """List the registered scheduling policies."""
+    from slurm_rl import policies
+
+    for name in policies.names():
+        suffix = "  (oracle: reads true durations)" if name in policies.ORACLES else ""
+        click.echo(f"{name}{suffix}")

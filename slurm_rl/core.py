@@ -1,0 +1,294 @@
+"""Core types shared by the daemon, the simulator and every policy.
+
+Everything here is a frozen, keyword-only dataclass holding tuples: a policy gets a
+`ClusterSnapshot` and returns a `Decision`, and can not tell whether the snapshot was built
+from Slurm, from a trace, or from stored rows. Times are seconds as floats: epoch seconds on a
+real cluster, trace seconds in the simulator.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import NewType, Protocol
+
+JobId = NewType("JobId", str)
+NodeName = NewType("NodeName", str)
+
+
+class JobState(enum.Enum):
+    """Slurm's job states (squeue's long names), in one enum for daemon and simulator."""
+
+    PENDING = "PENDING"
+    RUNNING = "RUNNING"
+    SUSPENDED = "SUSPENDED"
+    COMPLETING = "COMPLETING"
+    COMPLETED = "COMPLETED"
+    CANCELLED = "CANCELLED"
+    FAILED = "FAILED"
+    TIMEOUT = "TIMEOUT"
+    NODE_FAIL = "NODE_FAIL"
+    PREEMPTED = "PREEMPTED"
+    BOOT_FAIL = "BOOT_FAIL"
+    DEADLINE = "DEADLINE"
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+    REQUEUED = "REQUEUED"
+    REQUEUE_HOLD = "REQUEUE_HOLD"
+    REQUEUE_FED = "REQUEUE_FED"
+    RESIZING = "RESIZING"
+    REVOKED = "REVOKED"
+    SIGNALING = "SIGNALING"
+    SPECIAL_EXIT = "SPECIAL_EXIT"
+    STAGE_OUT = "STAGE_OUT"
+    STOPPED = "STOPPED"
+    CONFIGURING = "CONFIGURING"
+    RESV_DEL_HOLD = "RESV_DEL_HOLD"
+
+    @classmethod
+    def parse(cls, text: str) -> JobState:
+        """Parse a state as squeue/scontrol print it ("PENDING", "CANCELLED by 0", ...)."""
+        word = text.strip().split(" ", 1)[0].upper()
+        try:
+            return cls(word)
+        except ValueError:
+            raise ValueError(f"unknown Slurm job state {text!r}") from None
+
+    @property
+    def is_pending(self) -> bool:
+        return self in _PENDING_LIKE
+
+    @property
+    def is_running(self) -> bool:
+        return self in _RUNNING_LIKE
+
+    @property
+    def is_finished(self) -> bool:
+        return not (self.is_pending or self.is_running)
+
+
+_PENDING_LIKE = frozenset(
+    {JobState.PENDING, JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED,
+     JobState.RESV_DEL_HOLD}
+)
+_RUNNING_LIKE = frozenset(
+    {JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING, JobState.CONFIGURING,
+     JobState.RESIZING, JobState.SIGNALING, JobState.STAGE_OUT, JobState.STOPPED}
+)
+
+
+class NodeState(enum.Enum):
+    """Base node states as sinfo's %T prints them, flags ('*', '~', '+DRAIN') stripped."""
+
+    IDLE = "IDLE"
+    MIXED = "MIXED"
+    ALLOCATED = "ALLOCATED"
+    COMPLETING = "COMPLETING"
+    DOWN = "DOWN"
+    DRAINED = "DRAINED"
+    DRAINING = "DRAINING"
+    FAIL = "FAIL"
+    FAILING = "FAILING"
+    FUTURE = "FUTURE"
+    MAINT = "MAINT"
+    REBOOT = "REBOOT"
+    RESERVED = "RESERVED"
+    PLANNED = "PLANNED"
+    POWER_DOWN = "POWER_DOWN"
+    POWERED_DOWN = "POWERED_DOWN"
+    POWERING_DOWN = "POWERING_DOWN"
+    POWERING_UP = "POWERING_UP"
+    UNKNOWN = "UNKNOWN"
+
+    @classmethod
+    def parse(cls, text: str) -> NodeState:
+        word = text.strip().upper().rstrip("*~#!%$@^-+")
+        word = word.split("+", 1)[0]
+        try:
+            return cls(word)
+        except ValueError:
+            return cls.UNKNOWN
+
+    @property
+    def usable(self) -> bool:
+        """Whether new jobs may start on a node in this state."""
+        return self in (NodeState.IDLE, NodeState.MIXED, NodeState.ALLOCATED,
+                        NodeState.COMPLETING, NodeState.PLANNED)
+
+
+class ServiceClass(enum.Enum):
+    """The QoS class a user asks for with `rlsbatch --class`.
+
+    critical:   deadline jobs that matter most; ordered first among jobs that can make it.
+    standard:   the default.
+    besteffort: runs when GPUs are free; never delays the other classes.
+    """
+
+    CRITICAL = "critical"
+    STANDARD = "standard"
+    BESTEFFORT = "besteffort"
+
+    @classmethod
+    def parse(cls, text: str) -> ServiceClass:
+        key = text.strip().lower().replace("-", "").replace("_", "")
+        for member in cls:
+            if member.value == key:
+                return member
+        valid = ", ".join(m.value for m in cls)
+        raise ValueError(f"unknown service class {text!r} (valid: {valid})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Intent:
+    """What the user asked for at submission (rlsbatch), beyond plain sbatch."""
+
+    deadline: float | None = None
+    """Epoch (or trace) seconds by which the job should end; None: no deadline."""
+    hard: bool = False
+    """A hard deadline makes the job worthless after it; a soft one is still worth finishing."""
+    service_class: ServiceClass = ServiceClass.STANDARD
+    gpus_min: int | None = None
+    """Smallest total GPU count the job can run with (None: the count sbatch asked for)."""
+    gpus_max: int | None = None
+    elastic: bool = False
+    """May be resized while running (the job checkpoints on requeue)."""
+    total_steps: int | None = None
+    model: str | None = None
+    batch_size: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Progress:
+    """Progress a job reported about itself (steps done of total, and its rate)."""
+
+    steps_done: int
+    steps_total: int | None = None
+    rate: float | None = None
+    """Steps per second at the job's current GPU count."""
+    updated_at: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobView:
+    id: JobId
+    user: str = ""
+    name: str = ""
+    partition: str = ""
+    state: JobState
+    submit_time: float
+    start_time: float | None = None
+    end_time: float | None = None
+    time_limit_s: float | None = None
+    """Slurm's time limit (None: unlimited). Backfill plans with it, as slurmctld does."""
+    gpus: int
+    """Total GPUs the job asks for now (or holds, if running)."""
+    nodes: int = 1
+    priority: int = 0
+    held: bool = False
+    managed: bool = True
+    """Whether the daemon may act on this job (scope from config)."""
+    intent: Intent | None = None
+    progress: Progress | None = None
+    predicted_remaining_s: float | None = None
+    """Remaining run time at the job's current GPU count, predicted from progress or history."""
+    attained_gpu_s: float = 0.0
+    """GPU-seconds the job has received so far (for least-attained-service policies)."""
+    restarts: int = 0
+    oracle_remaining_s: float | None = None
+    """True remaining run time. Set only by the simulator; only *-oracle policies read it."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class GpuSample:
+    index: int
+    util_pct: float | None = None
+    mem_used_mib: float | None = None
+    mem_total_mib: float | None = None
+    power_w: float | None = None
+    temp_c: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeView:
+    name: NodeName
+    state: NodeState
+    gpus_total: int
+    gpus_alloc: int = 0
+    cpus_total: int = 0
+    cpus_alloc: int = 0
+    partitions: tuple[str, ...] = ()
+    samples: tuple[GpuSample, ...] = ()
+    sampled_at: float | None = None
+
+    @property
+    def gpus_free(self) -> int:
+        return max(0, self.gpus_total - self.gpus_alloc) if self.state.usable else 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClusterSnapshot:
+    time: float
+    jobs: tuple[JobView, ...]
+    nodes: tuple[NodeView, ...]
+
+    @property
+    def pending(self) -> tuple[JobView, ...]:
+        return tuple(j for j in self.jobs if j.state.is_pending)
+
+    @property
+    def running(self) -> tuple[JobView, ...]:
+        return tuple(j for j in self.jobs if j.state.is_running)
+
+    @property
+    def gpus_total(self) -> int:
+        return sum(n.gpus_total for n in self.nodes if n.state.usable)
+
+    @property
+    def gpus_free(self) -> int:
+        return sum(n.gpus_free for n in self.nodes)
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOrder:
+    """Rank of one pending job (0 runs first) and, optionally, the GPU count to give it."""
+
+    job_id: JobId
+    rank: int
+    gpus: int | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Resize:
+    """New GPU count for a running elastic job."""
+
+    job_id: JobId
+    gpus: int
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preempt:
+    """Stop a running job and put it back in the queue (it resumes from a checkpoint)."""
+
+    job_id: JobId
+    reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Decision:
+    """What a policy wants. Jobs it does not mention keep what they have."""
+
+    policy: str
+    order: tuple[JobOrder, ...] = ()
+    resizes: tuple[Resize, ...] = ()
+    preemptions: tuple[Preempt, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+class Policy(Protocol):
+    """A scheduling policy. `decide` must be pure: no clock, no subprocess, no database,
+    no global torch state; the same snapshot gives the same decision."""
+
+    name: str
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision: ...

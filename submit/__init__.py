@@ -1,0 +1,1 @@
+"""rlsbatch: the sbatch replacement (installed as slurm_rl.submit)."""

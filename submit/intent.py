@@ -1,0 +1,195 @@
+"""The comment codec: QoS intent and progress carried in a Slurm job's comment.
+
+A managed job's comment is the user's own comment, verbatim, followed by slurm-rl's part:
+
+    <user comment> {rl1:d=1764460800,h,c=critical,g=2-8,e,s=10000,m=resnet50,b=128}{rlp:1200/10000@3.5;t=1764450000}
+
+`rl1` is the versioned intent (written once, by rlsbatch), `rlp` the latest progress (rewritten
+by the job itself). Both are bounded (`MAX_PART_BYTES`) so that the whole comment stays well
+under Slurm 22.05's 1024-byte limit (longer comments are refused at submission). Keys:
+
+    d  deadline, epoch seconds        h  hard deadline (flag)    c  service class
+    g  GPU range min-max              e  elastic (flag)          s  total steps
+    m  model name                     b  batch size
+
+Only the standard library is used here: this module is on the rlsbatch path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from slurm_rl.core import Intent, Progress, ServiceClass
+
+VERSION = "rl1"
+MAX_PART_BYTES = 200
+"""The most bytes slurm-rl's part (intent plus progress) may take."""
+MAX_COMMENT_BYTES = 1000
+"""The most bytes a whole comment may take (Slurm 22.05 refuses over 1024)."""
+
+_MODEL_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+_TAIL_RE = re.compile(
+    r"(?:^| )\{rl1:(?P<intent>[^{}]*)\}(?:\{rlp:(?P<progress>[^{}]*)\})?$"
+)
+_PROGRESS_ONLY_RE = re.compile(r"(?:^| )\{rlp:(?P<progress>[^{}]*)\}$")
+
+
+class CommentError(ValueError):
+    """A comment or intent that can not be encoded or decoded."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DecodedComment:
+    user_comment: str
+    intent: Intent | None
+    progress: Progress | None
+
+    @property
+    def managed(self) -> bool:
+        return self.intent is not None
+
+
+def encode_intent(intent: Intent) -> str:
+    """The `{rl1:...}` tag for an intent."""
+    parts: list[str] = []
+    if intent.deadline is not None:
+        parts.append(f"d={int(round(intent.deadline))}")
+    if intent.hard:
+        parts.append("h")
+    if intent.service_class is not ServiceClass.STANDARD:
+        parts.append(f"c={intent.service_class.value}")
+    if intent.gpus_min is not None or intent.gpus_max is not None:
+        lo = "" if intent.gpus_min is None else str(intent.gpus_min)
+        hi = "" if intent.gpus_max is None else str(intent.gpus_max)
+        parts.append(f"g={lo}-{hi}")
+    if intent.elastic:
+        parts.append("e")
+    if intent.total_steps is not None:
+        parts.append(f"s={intent.total_steps}")
+    if intent.model is not None:
+        if not _MODEL_RE.match(intent.model):
+            raise CommentError(
+                f"model name {intent.model!r}: use 1-40 letters, digits, '_', '.' or '-'"
+            )
+        parts.append(f"m={intent.model}")
+    if intent.batch_size is not None:
+        parts.append(f"b={intent.batch_size}")
+    return "{" + VERSION + ":" + ",".join(parts) + "}"
+
+
+def encode_progress(progress: Progress) -> str:
+    body = str(progress.steps_done)
+    if progress.steps_total is not None:
+        body += f"/{progress.steps_total}"
+    if progress.rate is not None:
+        body += f"@{progress.rate:.4g}"
+    if progress.updated_at is not None:
+        body += f";t={int(progress.updated_at)}"
+    return "{rlp:" + body + "}"
+
+
+def compose_comment(user_comment: str, intent: Intent, progress: Progress | None = None) -> str:
+    """User comment (verbatim) + slurm-rl's part; raises CommentError if it would not fit."""
+    if "\n" in user_comment:
+        raise CommentError("--comment: a comment may not contain a newline")
+    ours = encode_intent(intent) + (encode_progress(progress) if progress else "")
+    if len(ours.encode()) > MAX_PART_BYTES:
+        raise CommentError(
+            f"intent too long for the job comment ({len(ours.encode())} bytes, "
+            f"at most {MAX_PART_BYTES})"
+        )
+    full = f"{user_comment} {ours}" if user_comment else ours
+    if len(full.encode()) > MAX_COMMENT_BYTES:
+        raise CommentError(
+            f"--comment plus the slurm-rl intent is {len(full.encode())} bytes; Slurm refuses "
+            f"comments over 1024 bytes, so keep it under {MAX_COMMENT_BYTES}"
+        )
+    return full
+
+
+def with_progress(comment: str, progress: Progress) -> str:
+    """The comment with its progress tag replaced (or added)."""
+    decoded = decode_comment(comment)
+    if decoded.intent is None:
+        # An unmanaged job may still report progress; keep its comment and append ours.
+        base = _strip_progress(comment)
+        tag = encode_progress(progress)
+        return f"{base} {tag}" if base else tag
+    return compose_comment(decoded.user_comment, decoded.intent, progress)
+
+
+def _strip_progress(comment: str) -> str:
+    m = _PROGRESS_ONLY_RE.search(comment)
+    return comment[: m.start()] if m else comment
+
+
+def decode_comment(comment: str | None) -> DecodedComment:
+    """Split a job comment into the user's comment, the intent and the progress.
+
+    A comment without slurm-rl's part decodes to (comment, None, None). A malformed part is
+    treated as the user's text, never as an intent: the daemon must not act on garbage.
+    """
+    text = comment or ""
+    m = _TAIL_RE.search(text)
+    if m is None:
+        pm = _PROGRESS_ONLY_RE.search(text)
+        if pm is not None:
+            try:
+                prog = _decode_progress(pm.group("progress"))
+            except CommentError:
+                return DecodedComment(user_comment=text, intent=None, progress=None)
+            return DecodedComment(user_comment=text[: pm.start()], intent=None, progress=prog)
+        return DecodedComment(user_comment=text, intent=None, progress=None)
+    try:
+        intent = _decode_intent(m.group("intent"))
+        prog = _decode_progress(m.group("progress")) if m.group("progress") else None
+    except CommentError:
+        return DecodedComment(user_comment=text, intent=None, progress=None)
+    return DecodedComment(user_comment=text[: m.start()], intent=intent, progress=prog)
+
+
+def _decode_intent(body: str) -> Intent:
+    fields: dict[str, object] = {}
+    for item in filter(None, body.split(",")):
+        key, _, value = item.partition("=")
+        try:
+            if key == "d":
+                fields["deadline"] = float(int(value))
+            elif key == "h":
+                fields["hard"] = True
+            elif key == "c":
+                fields["service_class"] = ServiceClass.parse(value)
+            elif key == "g":
+                lo, _, hi = value.partition("-")
+                fields["gpus_min"] = int(lo) if lo else None
+                fields["gpus_max"] = int(hi) if hi else None
+            elif key == "e":
+                fields["elastic"] = True
+            elif key == "s":
+                fields["total_steps"] = int(value)
+            elif key == "m":
+                fields["model"] = value
+            elif key == "b":
+                fields["batch_size"] = int(value)
+            else:
+                raise CommentError(f"unknown intent key {key!r}")
+        except ValueError as exc:
+            raise CommentError(f"bad intent field {item!r}: {exc}") from None
+    return Intent(**fields)  # type: ignore[arg-type]
+
+
+def _decode_progress(body: str) -> Progress:
+    main, _, tail = body.partition(";")
+    try:
+        updated = float(tail[2:]) if tail.startswith("t=") else None
+        steps_part, _, rate_part = main.partition("@")
+        done_s, _, total_s = steps_part.partition("/")
+        return Progress(
+            steps_done=int(done_s),
+            steps_total=int(total_s) if total_s else None,
+            rate=float(rate_part) if rate_part else None,
+            updated_at=updated,
+        )
+    except ValueError:
+        raise CommentError(f"bad progress tag {body!r}") from None
