@@ -57,9 +57,11 @@ def curves(gpu_type: str = "A100") -> dict[str, tuple[Curve, ...]]:
             rows = list(csv.reader(fh))
         gpus = tuple(int(c) for c in rows[0][1:])
         for row in rows[1:]:
+            # A blank cell means "not measured": the curve ends at the last measured count.
+            values = [float(v) for v in row[1:] if v.strip()]
             out.setdefault(model, []).append(
-                Curve(model=model, batch_size=int(row[0]), gpus=gpus,
-                      iters_per_s=tuple(float(v) for v in row[1:]))
+                Curve(model=model, batch_size=int(row[0]), gpus=gpus[: len(values)],
+                      iters_per_s=tuple(values))
             )
     return {m: tuple(sorted(cs, key=lambda c: c.batch_size)) for m, cs in out.items()}
 
@@ -70,6 +72,7 @@ def _generic_curve(gpu_type: str) -> Curve:
         [v / c.iters_per_s[0] for v in c.iters_per_s]
         for cs in curves(gpu_type).values() for c in cs
     ]
+    normalised = [n for n in normalised if len(n) == len(MEASURED_GPUS)]
     med = tuple(sorted(col)[len(col) // 2] for col in zip(*normalised, strict=True))
     return Curve(model="generic", batch_size=0, gpus=MEASURED_GPUS, iters_per_s=med)
 
