@@ -2,7 +2,7 @@
 
 A managed job's comment is the user's own comment, verbatim, followed by slurm-rl's part:
 
-    <user comment> {rl1:d=1764460800,h,c=critical,g=2-8,e,s=10000,m=resnet50,b=128}{rlp:1200/10000@3.5;t=1764450000}
+    <user comment> {rl1:d=1764460800,h,c=critical,g=2-8,e,s=10000,m=resnet50}{rlp:1200/10000@3.5}
 
 `rl1` is the versioned intent (written once, by rlsbatch), `rlp` the latest progress (rewritten
 by the job itself). Both are bounded (`MAX_PART_BYTES`) so that the whole comment stays well
@@ -136,14 +136,16 @@ def decode_comment(comment: str | None) -> DecodedComment:
         pm = _PROGRESS_ONLY_RE.search(text)
         if pm is not None:
             try:
-                prog = _decode_progress(pm.group("progress"))
+                only = _decode_progress(pm.group("progress"))
             except CommentError:
                 return DecodedComment(user_comment=text, intent=None, progress=None)
-            return DecodedComment(user_comment=text[: pm.start()], intent=None, progress=prog)
+            return DecodedComment(user_comment=text[: pm.start()], intent=None, progress=only)
         return DecodedComment(user_comment=text, intent=None, progress=None)
     try:
         intent = _decode_intent(m.group("intent"))
-        prog = _decode_progress(m.group("progress")) if m.group("progress") else None
+        prog: Progress | None = (
+            _decode_progress(m.group("progress")) if m.group("progress") else None
+        )
     except CommentError:
         return DecodedComment(user_comment=text, intent=None, progress=None)
     return DecodedComment(user_comment=text[: m.start()], intent=intent, progress=prog)

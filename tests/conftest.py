@@ -57,4 +57,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     # whatever Slurm happens to be configured on the host.
     for item in items:
         if item.get_closest_marker("slurm") is not None:
-            item.fixturenames.append("slurm_cluster") if "slurm_cluster" not in item.fixturenames else None  # type: ignore[attr-defined]
+            names = item.fixturenames  # type: ignore[attr-defined]
+            if "slurm_cluster" not in names:
+                names.append("slurm_cluster")

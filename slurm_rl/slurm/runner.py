@@ -1,0 +1,103 @@
+"""The one command runner: every Slurm command is an argument list run through here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+# stderr fragments that mean "slurmctld is not there" (as opposed to "your request is wrong").
+_UNAVAILABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out on send/recv operation",
+    "Connection refused",
+    "Slurm backup controller in standby mode",
+    "Zero Bytes were transmitted or received",
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class CommandResult:
+    args: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    duration_s: float
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+    @property
+    def controller_unavailable(self) -> bool:
+        return self.returncode != 0 and any(m in self.stderr for m in _UNAVAILABLE_MARKERS)
+
+
+class SlurmCommandError(RuntimeError):
+    """A Slurm command exited non-zero."""
+
+    def __init__(self, result: CommandResult) -> None:
+        self.result = result
+        msg = result.stderr.strip().splitlines()[-1] if result.stderr.strip() else ""
+        super().__init__(f"{' '.join(result.args)} exited {result.returncode}: {msg}")
+
+
+class SlurmUnavailableError(SlurmCommandError):
+    """slurmctld could not be reached (down, restarting, or network)."""
+
+
+class Runner(Protocol):
+    """Runs one command. Implementations: `SubprocessRunner`; recorded fakes in unit tests."""
+
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult: ...
+
+
+class SubprocessRunner:
+    """Runs commands with subprocess, no shell, with an optional environment overlay."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
+        self._env = {**os.environ, **env} if env else None
+        self._timeout_s = timeout_s
+
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult:
+        argv = tuple(args)
+        start = time.perf_counter()
+        try:
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, env=self._env,
+                timeout=timeout_s or self._timeout_s, check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            return CommandResult(
+                args=argv, returncode=124, stdout=_text(exc.stdout),
+                stderr=_text(exc.stderr) + "\nSocket timed out on send/recv operation (timeout)",
+                duration_s=time.perf_counter() - start,
+            )
+        except FileNotFoundError:
+            return CommandResult(
+                args=argv, returncode=127, stdout="",
+                stderr=f"{argv[0]}: command not found (are Slurm's client tools installed?)",
+                duration_s=time.perf_counter() - start,
+            )
+        return CommandResult(
+            args=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
+            duration_s=time.perf_counter() - start,
+        )
+
+
+def check(result: CommandResult) -> CommandResult:
+    """Raise the matching error for a failed command; return it unchanged otherwise."""
+    if result.ok:
+        return result
+    if result.controller_unavailable:
+        raise SlurmUnavailableError(result)
+    raise SlurmCommandError(result)
+
+
+def _text(value: bytes | str | None) -> str:
+    if value is None:
+        return ""
+    return value.decode(errors="replace") if isinstance(value, bytes) else value
