@@ -1,0 +1,58 @@
+"""Enums stored in the database, kept free of SQLAlchemy so pure code may import them.
+
+Values are what the database holds (lower-case words); the columns are plain strings without a
+CHECK constraint, so adding a member later needs no migration.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class EventKind(enum.Enum):
+    """What a `job_events` row records."""
+
+    STATE = "state"
+    """The job's Slurm state changed (old NULL: first seen)."""
+    INTENT_CHANGED = "intent_changed"
+    """The intent in the job's comment differs from the one last seen. The recorded (first)
+    intent is kept; the daemon never silently upgrades a job to an edited intent."""
+
+
+class EntryKind(enum.Enum):
+    """The part of a `Decision` a `decision_entries` row comes from."""
+
+    ORDER = "order"
+    RESIZE = "resize"
+    PREEMPT = "preempt"
+
+
+class ActionKind(enum.Enum):
+    """One `scontrol` change the actuator makes (possibly for many jobs in one call)."""
+
+    SITE_FACTOR = "site_factor"
+    PRIORITY = "priority"
+    TRES_PER_NODE = "tres_per_node"
+    NUM_NODES = "num_nodes"
+    REQUEUE_HOLD = "requeuehold"
+    REQUEUE = "requeue"
+    HOLD = "hold"
+    RELEASE = "release"
+
+
+class ActionStatus(enum.Enum):
+    """Life cycle of an action: written PLANNED before the command runs, finished after.
+
+    An action still PLANNED when the daemon starts was interrupted by a crash: the daemon checks
+    what Slurm shows and finishes it as DONE (Slurm reflects it) or ABANDONED (it does not; the
+    next cycle decides afresh). It is never simply run again.
+    """
+
+    PLANNED = "planned"
+    DONE = "done"
+    FAILED = "failed"
+    ABANDONED = "abandoned"
+
+    @property
+    def finished(self) -> bool:
+        return self is not ActionStatus.PLANNED

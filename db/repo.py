@@ -1,0 +1,347 @@
+"""What the daemon reads and writes each cycle: jobs, progress, nodes and GPU samples.
+
+Written for 10,000 jobs a cycle: the stored rows are read in a few large SELECTs, compared in
+Python, and only new or changed rows are written, with one executemany
+`INSERT ... ON CONFLICT DO UPDATE` per table. A cycle in which nothing changed writes nothing.
+
+These functions write in the caller's transaction and do not commit; the caller commits once
+per cycle phase. The action log (`actions.py`) is the exception: it commits, because it must
+reach the disk before and after each command. Core statements bypass the ORM identity map:
+reload ORM objects (`populate_existing=True`) after calling these.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, cast
+
+from sqlalchemy import Table, case, delete, func, select
+from sqlalchemy.dialects.sqlite import insert
+from sqlalchemy.orm import Session
+
+from slurm_rl.core import Intent, JobId, JobState, JobView, NodeView, ServiceClass
+
+from .kinds import EventKind
+from .models import GpuSampleRow, Job, JobEvent, JobProgress, Node
+
+CHUNK = 5000
+"""Ids per `IN (...)` query; SQLite allows 32,766 bound parameters."""
+
+_jobs = cast(Table, Job.__table__)
+_events = cast(Table, JobEvent.__table__)
+_progress = cast(Table, JobProgress.__table__)
+_nodes = cast(Table, Node.__table__)
+_samples = cast(Table, GpuSampleRow.__table__)
+
+# Columns compared with the snapshot to decide whether a job's row changed, in this order.
+_TRACKED = (
+    "user", "name", "partition", "state", "submit_time", "start_time", "end_time", "gpus",
+    "nodes", "time_limit_s", "managed", "user_comment", "intent_last",
+)
+_INTENT = (
+    "deadline", "hard", "service_class", "gpus_min", "gpus_max", "elastic", "total_steps",
+    "model", "batch_size",
+)
+_STATE = _TRACKED.index("state")
+_COMMENT = _TRACKED.index("user_comment")
+_INTENT_LAST = _TRACKED.index("intent_last")
+
+
+@dataclass(frozen=True, kw_only=True)
+class StateChange:
+    job_id: JobId
+    old: JobState
+    new: JobState
+
+
+@dataclass(frozen=True, kw_only=True)
+class UpsertResult:
+    """What `upsert_jobs` found."""
+
+    new: tuple[JobId, ...] = ()
+    state_changes: tuple[StateChange, ...] = ()
+    intent_changes: tuple[JobId, ...] = ()
+    """Jobs whose comment now carries a different intent than last cycle (an event each)."""
+    written: int = 0
+    """Job rows inserted or updated."""
+    progress_written: int = 0
+    intent_overrides: Mapping[JobId, Intent] = field(default_factory=dict)
+    """The recorded (first-seen) intent of every job whose comment now says something else.
+    The daemon must decide with these, never with the edited intent."""
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def intent_json(intent: Intent | None) -> str | None:
+    """Canonical JSON of an intent (what `intent_last` and intent events hold).
+
+    Cached: a job's intent is decoded afresh every poll but is almost always equal to the last.
+    """
+    if intent is None:
+        return None
+    return json.dumps(
+        {
+            "deadline": intent.deadline, "hard": intent.hard,
+            "class": intent.service_class.value, "gpus_min": intent.gpus_min,
+            "gpus_max": intent.gpus_max, "elastic": intent.elastic,
+            "total_steps": intent.total_steps, "model": intent.model,
+            "batch_size": intent.batch_size,
+        },
+        separators=(",", ":"),
+    )
+
+
+def _intent_columns(intent: Intent | None) -> dict[str, Any]:
+    if intent is None:
+        return dict.fromkeys(_INTENT)
+    return {
+        "deadline": intent.deadline, "hard": intent.hard,
+        "service_class": intent.service_class, "gpus_min": intent.gpus_min,
+        "gpus_max": intent.gpus_max, "elastic": intent.elastic,
+        "total_steps": intent.total_steps, "model": intent.model,
+        "batch_size": intent.batch_size,
+    }
+
+
+def _tracked(
+    job: JobView, stored_comment: str | None, user_comments: Mapping[JobId, str] | None
+) -> tuple[Any, ...]:
+    """The values of `_TRACKED` a snapshot job gives (its comment: given, else stored)."""
+    if user_comments is not None and job.id in user_comments:
+        comment: str | None = user_comments[job.id]
+    else:
+        comment = stored_comment
+    return (
+        job.user, job.name, job.partition, job.state, job.submit_time, job.start_time,
+        job.end_time, job.gpus, job.nodes, job.time_limit_s, job.managed, comment,
+        intent_json(job.intent),
+    )
+
+
+def _recorded_intents(session: Session, ids: Sequence[str]) -> dict[str, Intent]:
+    found: dict[str, Intent] = {}
+    cols = [_jobs.c[c] for c in _INTENT]
+    for chunk in _chunks(ids):
+        query = select(_jobs.c.job_id, *cols).where(_jobs.c.job_id.in_(chunk))
+        for row in session.execute(query):
+            found[row[0]] = _intent_from(row[1:])
+    return found
+
+
+def _intent_from(values: Sequence[Any]) -> Intent:
+    d = dict(zip(_INTENT, values, strict=True))
+    return Intent(
+        deadline=d["deadline"], hard=bool(d["hard"]),
+        service_class=d["service_class"] or ServiceClass.STANDARD,
+        gpus_min=d["gpus_min"], gpus_max=d["gpus_max"], elastic=bool(d["elastic"]),
+        total_steps=d["total_steps"], model=d["model"], batch_size=d["batch_size"],
+    )
+
+
+_T = TypeVar("_T")
+
+
+def _chunks(items: Sequence[_T], size: int = CHUNK) -> Iterator[Sequence[_T]]:
+    for i in range(0, len(items), size):
+        yield items[i:i + size]
+
+
+def _upsert_jobs_stmt() -> Any:
+    stmt = insert(_jobs)
+    ex = stmt.excluded
+    first_seen = _jobs.c.intent_seen_at.is_(None)
+    # The recorded intent is written once: the CASE keeps it even if a caller passes another.
+    set_: dict[str, Any] = {c: ex[c] for c in _TRACKED}
+    set_["state_changed_at"] = ex.state_changed_at
+    set_["intent_edited"] = ex.intent_edited
+    set_["intent_seen_at"] = case((first_seen, ex.intent_seen_at), else_=_jobs.c.intent_seen_at)
+    for c in _INTENT:
+        set_[c] = case((first_seen, ex[c]), else_=_jobs.c[c])
+    return stmt.on_conflict_do_update(index_elements=[_jobs.c.job_id], set_=set_)
+
+
+def upsert_jobs(
+    session: Session,
+    jobs: Sequence[JobView],
+    *,
+    now: float,
+    user_comments: Mapping[JobId, str] | None = None,
+) -> UpsertResult:
+    """Record a snapshot's jobs: insert new ones, update changed ones, log events.
+
+    A new job gets a STATE event (old NULL). A state change gets a STATE event. The first intent
+    seen for a job is recorded in its intent columns and kept; a later, different intent in the
+    comment gets an INTENT_CHANGED event (once per edit) and shows up in `intent_overrides`.
+    `user_comments` (job id → the user's part of the comment) is stored when given; jobs missing
+    from it keep their stored comment.
+    """
+    ids = [j.id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("upsert_jobs: the snapshot lists a job id twice")
+    cols = [_jobs.c[c] for c in (*_TRACKED, "state_changed_at", "intent_seen_at", "intent_edited")]
+    stored: dict[str, Any] = {}
+    for chunk in _chunks(ids):
+        for row in session.execute(select(_jobs.c.job_id, *cols).where(_jobs.c.job_id.in_(chunk))):
+            stored[row[0]] = row[1:]
+    n = len(_TRACKED)
+    snapshot = [
+        _tracked(j, None if (old := stored.get(j.id)) is None else old[_COMMENT], user_comments)
+        for j in jobs
+    ]
+    # Recorded intents are read only for the few jobs that need them: edited or changed ones.
+    need = [
+        j.id for j, tracked in zip(jobs, snapshot, strict=True)
+        if (old := stored.get(j.id)) is not None and old[n + 1] is not None
+        and (old[n + 2] or old[:n] != tracked)
+    ]
+    recorded_intents = _recorded_intents(session, need)
+
+    rows: list[dict[str, Any]] = []
+    events: list[dict[str, Any]] = []
+    new: list[JobId] = []
+    changes: list[StateChange] = []
+    intent_changes: list[JobId] = []
+    overrides: dict[JobId, Intent] = {}
+    for job, tracked in zip(jobs, snapshot, strict=True):
+        old = stored.get(job.id)
+        last = tracked[_INTENT_LAST]
+        if old is None:
+            new.append(job.id)
+            events.append({"job_id": job.id, "at": now, "kind": EventKind.STATE, "old": None,
+                           "new": job.state.value})
+            rows.append({
+                "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
+                "state_changed_at": now, "first_seen_at": now,
+                "intent_seen_at": now if job.intent is not None else None,
+                "intent_edited": False, **_intent_columns(job.intent),
+            })
+            continue
+        state_changed_at, seen_at, edited = old[n], old[n + 1], old[n + 2]
+        if old[:n] == tracked:
+            if edited:
+                overrides[job.id] = recorded_intents[job.id]
+            continue
+        if old[_STATE] != job.state:
+            changes.append(StateChange(job_id=job.id, old=old[_STATE], new=job.state))
+            events.append({"job_id": job.id, "at": now, "kind": EventKind.STATE,
+                           "old": old[_STATE].value, "new": job.state.value})
+            state_changed_at = now
+        if old[_INTENT_LAST] != last:
+            intent_changes.append(job.id)
+            events.append({"job_id": job.id, "at": now, "kind": EventKind.INTENT_CHANGED,
+                           "old": old[_INTENT_LAST], "new": last})
+        if seen_at is None:
+            recorded, seen_at = job.intent, (now if job.intent is not None else None)
+        else:
+            recorded = recorded_intents[job.id]
+        edited = recorded is not None and job.intent != recorded
+        if edited and recorded is not None:
+            overrides[job.id] = recorded
+        rows.append({
+            "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
+            "state_changed_at": state_changed_at, "first_seen_at": now,
+            "intent_seen_at": seen_at, "intent_edited": edited, **_intent_columns(recorded),
+        })
+
+    if rows:
+        session.execute(_upsert_jobs_stmt(), rows)
+    if events:
+        session.execute(_events.insert(), events)
+    progress_written = _upsert_progress(session, jobs, now=now)
+    return UpsertResult(
+        new=tuple(new), state_changes=tuple(changes), intent_changes=tuple(intent_changes),
+        written=len(rows), progress_written=progress_written, intent_overrides=overrides,
+    )
+
+
+def _upsert_progress(session: Session, jobs: Sequence[JobView], *, now: float) -> int:
+    reporting = [j for j in jobs if j.progress is not None]
+    if not reporting:
+        return 0
+    cols = (_progress.c.steps_done, _progress.c.steps_total, _progress.c.rate,
+            _progress.c.reported_at)
+    stored: dict[str, tuple[Any, ...]] = {}
+    for chunk in _chunks([j.id for j in reporting]):
+        query = select(_progress.c.job_id, *cols).where(_progress.c.job_id.in_(chunk))
+        for row in session.execute(query):
+            stored[row[0]] = tuple(row[1:])
+    rows = []
+    for job in reporting:
+        p = job.progress
+        assert p is not None
+        values = (p.steps_done, p.steps_total, p.rate, p.updated_at)
+        if stored.get(job.id) != values:
+            rows.append({"job_id": job.id, "steps_done": p.steps_done,
+                         "steps_total": p.steps_total, "rate": p.rate,
+                         "reported_at": p.updated_at, "recorded_at": now})
+    if rows:
+        stmt = insert(_progress)
+        stmt = stmt.on_conflict_do_update(
+            index_elements=[_progress.c.job_id],
+            set_={c: stmt.excluded[c] for c in
+                  ("steps_done", "steps_total", "rate", "reported_at", "recorded_at")},
+        )
+        session.execute(stmt, rows)
+    return len(rows)
+
+
+def active_job_ids(session: Session) -> set[JobId]:
+    """Jobs stored as pending or running: compare with a poll to find jobs Slurm forgot."""
+    live = [s for s in JobState if not s.is_finished]
+    query = select(_jobs.c.job_id).where(_jobs.c.state.in_(live))
+    return {JobId(r[0]) for r in session.execute(query)}
+
+
+def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: float) -> int:
+    """Upsert the nodes and store GPU samples not stored before; returns samples stored.
+
+    A node's samples are new when its `sampled_at` differs from the last one stored (the
+    daemon re-reads the same Extra field until the agent rewrites it).
+    """
+    if not nodes:
+        return 0
+    last = {
+        r[0]: r[1]
+        for r in session.execute(select(_nodes.c.name, _nodes.c.last_sample_at))
+    }
+    node_rows: list[dict[str, Any]] = []
+    sample_rows: list[dict[str, Any]] = []
+    for node in nodes:
+        fresh = node.sampled_at is not None and node.sampled_at != last.get(node.name)
+        node_rows.append({
+            "name": node.name, "state": node.state, "gpus_total": node.gpus_total,
+            "gpus_alloc": node.gpus_alloc, "first_seen_at": now, "last_seen_at": now,
+            "last_sample_at": node.sampled_at if fresh else last.get(node.name),
+        })
+        if fresh:
+            sample_rows.extend(
+                {"node": node.name, "at": node.sampled_at, "gpu_index": s.index,
+                 "util_pct": s.util_pct, "mem_used_mib": s.mem_used_mib,
+                 "mem_total_mib": s.mem_total_mib, "power_w": s.power_w, "temp_c": s.temp_c}
+                for s in node.samples
+            )
+    stmt = insert(_nodes)
+    stmt = stmt.on_conflict_do_update(
+        index_elements=[_nodes.c.name],
+        set_={c: stmt.excluded[c] for c in
+              ("state", "gpus_total", "gpus_alloc", "last_seen_at", "last_sample_at")},
+    )
+    session.execute(stmt, node_rows)
+    if sample_rows:
+        ins = insert(_samples).on_conflict_do_nothing(
+            index_elements=[_samples.c.node, _samples.c.at, _samples.c.gpu_index]
+        )
+        session.execute(ins, sample_rows)
+    return len(sample_rows)
+
+
+def prune_samples(session: Session, *, before: float) -> int:
+    """Delete GPU samples taken before `before`; returns how many."""
+    result = session.execute(delete(_samples).where(_samples.c.at < before))
+    return int(getattr(result, "rowcount", 0) or 0)
+
+
+def count_rows(session: Session, model: type[Any]) -> int:
+    return int(session.execute(select(func.count()).select_from(model)).scalar_one())

@@ -1,0 +1,243 @@
+"""slurm-rl's configuration: one TOML file, one frozen dataclass per section.
+
+The file is named by `--config`, else by $SLURM_RL_CONFIG, else /etc/slurm-rl/slurm-rl.toml if
+it exists; with none of these every default applies. Unknown sections and keys are errors that
+name the key and list the valid ones, and so are values of the wrong type: a typo must never
+silently leave a default in force. docs/slurm-rl.example.toml documents every key.
+
+A section is a frozen dataclass whose fields are the keys; the loader reads the field types
+(bool, int, float, str, Path, an Enum, tuple[str, ...]), so adding a section is adding a
+dataclass and a field of `Config`. Standard library only: no SQLAlchemy, no torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import os
+import tomllib
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ENV_VAR = "SLURM_RL_CONFIG"
+DEFAULT_CONFIG_PATH = Path("/etc/slurm-rl/slurm-rl.toml")
+DEFAULT_DB_PATH = Path("/var/lib/slurm-rl/slurm-rl.db")
+
+
+class ConfigError(ValueError):
+    """A configuration that can not be used; the message is one line naming the key."""
+
+
+class Scope(enum.Enum):
+    """Which jobs the daemon manages."""
+
+    RLSBATCH = "rlsbatch"
+    """Only jobs submitted through rlsbatch (their comment carries an intent)."""
+    PARTITIONS = "partitions"
+    """Every job in the listed partitions, as a priority plugin would."""
+
+
+class Actuation(enum.Enum):
+    """How the daemon imposes its order on pending jobs."""
+
+    SITE_FACTOR = "site_factor"
+    """`scontrol update SiteFactor=`: adds to the multifactor priority (fair-share stays)."""
+    PRIORITY = "priority"
+    """`scontrol update Priority=`: the daemon's order, strictly."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatabaseConfig:
+    path: Path = DEFAULT_DB_PATH
+    """The SQLite file. A relative path is relative to the config file's folder."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonConfig:
+    interval_s: float = 10.0
+    """Seconds between the starts of two cycles."""
+    policy: str = "deadline"
+    """Name of a registered policy (`slurm-rl policies` lists them)."""
+    dry_run: bool = False
+    """Shadow mode: decide and record, never act."""
+    scope: Scope = Scope.RLSBATCH
+    partitions: tuple[str, ...] = ()
+    """With scope = "partitions": the partitions whose jobs are managed."""
+    actuation: Actuation = Actuation.SITE_FACTOR
+    backoff_initial_s: float = 1.0
+    """First wait after a failed Slurm call; doubled (backoff_factor) up to backoff_max_s."""
+    backoff_max_s: float = 60.0
+    backoff_factor: float = 2.0
+
+    def __post_init__(self) -> None:
+        _positive("daemon.interval_s", self.interval_s)
+        _positive("daemon.backoff_initial_s", self.backoff_initial_s)
+        _positive("daemon.backoff_max_s", self.backoff_max_s)
+        if not self.policy.strip():
+            raise ConfigError("daemon.policy: must name a policy")
+        if self.backoff_factor < 1:
+            raise ConfigError(f"daemon.backoff_factor: must be >= 1 (got {self.backoff_factor})")
+        if self.backoff_max_s < self.backoff_initial_s:
+            raise ConfigError(
+                f"daemon.backoff_max_s: must be >= backoff_initial_s ({self.backoff_max_s} < "
+                f"{self.backoff_initial_s})"
+            )
+        if self.scope is Scope.PARTITIONS and not self.partitions:
+            raise ConfigError('daemon.partitions: scope = "partitions" needs at least one')
+        if self.scope is Scope.RLSBATCH and self.partitions:
+            raise ConfigError(
+                'daemon.partitions: only used with scope = "partitions" (scope is "rlsbatch")'
+            )
+
+
+@dataclass(frozen=True, kw_only=True)
+class AgentConfig:
+    interval_s: float = 30.0
+    """Seconds between two NVML samples written to the node's Extra field."""
+
+    def __post_init__(self) -> None:
+        _positive("agent.interval_s", self.interval_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Config:
+    database: DatabaseConfig = field(default_factory=DatabaseConfig)
+    daemon: DaemonConfig = field(default_factory=DaemonConfig)
+    agent: AgentConfig = field(default_factory=AgentConfig)
+    source: Path | None = None
+    """The file this was read from (None: defaults only). Not a section."""
+
+
+def _positive(key: str, value: float) -> None:
+    if not value > 0:
+        raise ConfigError(f"{key}: must be > 0 (got {value})")
+
+
+def config_path(path: str | Path | None = None) -> Path | None:
+    """The config file to read: `path`, else $SLURM_RL_CONFIG, else the default if present."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get(ENV_VAR)
+    if env:
+        return Path(env)
+    return DEFAULT_CONFIG_PATH if DEFAULT_CONFIG_PATH.is_file() else None
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read the configuration (see `config_path`); raises ConfigError on any problem."""
+    chosen = config_path(path)
+    if chosen is None:
+        return Config()
+    try:
+        text = chosen.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{chosen}: can not read config file ({exc.strerror})") from None
+    return parse_config(text, source=chosen)
+
+
+def parse_config(text: str, *, source: Path | None = None) -> Config:
+    """Parse TOML text; relative paths are resolved against `source`'s folder (else CWD)."""
+    prefix = f"{source}: " if source is not None else ""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{prefix}invalid TOML: {exc}") from None
+    base = source.parent if source is not None else Path.cwd()
+    try:
+        return _build_config(data, base=base, source=source)
+    except ConfigError as exc:
+        raise ConfigError(f"{prefix}{exc}") from None
+
+
+def _sections() -> dict[str, type[Any]]:
+    hints = typing.get_type_hints(Config)
+    return {
+        f.name: hints[f.name]
+        for f in dataclasses.fields(Config)
+        if dataclasses.is_dataclass(hints[f.name])
+    }
+
+
+def _build_config(data: dict[str, Any], *, base: Path, source: Path | None) -> Config:
+    sections = _sections()
+    valid = ", ".join(sorted(sections))
+    built: dict[str, Any] = {}
+    for name, table in data.items():
+        if name not in sections:
+            if isinstance(table, dict):
+                raise ConfigError(f"unknown section [{name}] (valid sections: {valid})")
+            raise ConfigError(f"unknown key {name!r} outside any section (valid sections: "
+                              f"{valid})")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{name}: must be a section ([{name}]), not a value")
+        built[name] = _build_section(name, sections[name], table, base=base)
+    return Config(**built, source=source)
+
+
+def _build_section(name: str, cls: type[Any], table: dict[str, Any], *, base: Path) -> Any:
+    hints = typing.get_type_hints(cls)
+    keys = [f.name for f in dataclasses.fields(cls)]
+    values: dict[str, Any] = {}
+    for key, raw in table.items():
+        if key not in hints:
+            raise ConfigError(
+                f"unknown key {key!r} in [{name}] (valid keys: {', '.join(sorted(keys))})"
+            )
+        values[key] = _convert(f"{name}.{key}", hints[key], raw, base=base)
+    try:
+        return cls(**values)
+    except TypeError as exc:  # only on a programming error in a section class
+        raise ConfigError(f"[{name}]: {exc}") from None
+
+
+def _describe(raw: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "a table"}.get(type(raw), type(raw).__name__)
+    text = repr(raw)
+    return f"{kind} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
+def _convert(key: str, hint: Any, raw: Any, *, base: Path) -> Any:
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if len(options) != 1:
+            raise ConfigError(f"{key}: unsupported type {hint}")
+        hint, origin = options[0], typing.get_origin(options[0])
+    if hint is bool:
+        if isinstance(raw, bool):
+            return raw
+        raise ConfigError(f"{key}: expected true or false, got {_describe(raw)}")
+    if hint is int:
+        if isinstance(raw, int) and not isinstance(raw, bool):
+            return raw
+        raise ConfigError(f"{key}: expected an integer, got {_describe(raw)}")
+    if hint is float:
+        if isinstance(raw, int | float) and not isinstance(raw, bool):
+            return float(raw)
+        raise ConfigError(f"{key}: expected a number, got {_describe(raw)}")
+    if hint is str:
+        if isinstance(raw, str):
+            return raw
+        raise ConfigError(f"{key}: expected a string, got {_describe(raw)}")
+    if hint is Path:
+        if isinstance(raw, str) and raw:
+            path = Path(raw).expanduser()
+            return path if path.is_absolute() else base / path
+        raise ConfigError(f"{key}: expected a path (a non-empty string), got {_describe(raw)}")
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        choices = ", ".join(repr(m.value) for m in hint)
+        if isinstance(raw, str):
+            for member in hint:
+                if member.value == raw:
+                    return member
+            raise ConfigError(f"{key}: unknown value {raw!r} (valid: {choices})")
+        raise ConfigError(f"{key}: expected one of {choices}, got {_describe(raw)}")
+    if origin is tuple and typing.get_args(hint) == (str, ...):
+        if isinstance(raw, list) and all(isinstance(x, str) for x in raw):
+            return tuple(raw)
+        raise ConfigError(f"{key}: expected an array of strings, got {_describe(raw)}")
+    raise ConfigError(f"{key}: unsupported type {hint}")
