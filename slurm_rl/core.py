@@ -116,7 +116,7 @@ class NodeState(enum.Enum):
 
 
 class ServiceClass(enum.Enum):
-    """The QoS class a user asks for with `rlsbatch --class`.
+    """The QoS class a user asks for with `rlsbatch --rl-class`.
 
     critical:   deadline jobs that matter most; ordered first among jobs that can make it.
     standard:   the default.

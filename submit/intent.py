@@ -12,7 +12,9 @@ under Slurm 22.05's 1024-byte limit (longer comments are refused at submission).
     g  GPU range min-max              e  elastic (flag)          s  total steps
     m  model name                     b  batch size
 
-Only the standard library is used here: this module is on the rlsbatch path.
+Only the standard library is used here. The encoder itself lives in `tags.py` (no imports at
+all, because rlsbatch runs it on every submission); this module re-exports it and adds the
+decoder and the `Intent`/`Progress` conversions.
 """
 
 from __future__ import annotations
@@ -21,22 +23,26 @@ import re
 from dataclasses import dataclass
 
 from slurm_rl.core import Intent, Progress, ServiceClass
+from slurm_rl.submit.tags import (
+    MAX_COMMENT_BYTES,
+    MAX_PART_BYTES,
+    PROGRESS_RESERVE_BYTES,
+    VERSION,
+    CommentError,
+    encode_intent_values,
+    join_comment,
+)
 
-VERSION = "rl1"
-MAX_PART_BYTES = 200
-"""The most bytes slurm-rl's part (intent plus progress) may take."""
-MAX_COMMENT_BYTES = 1000
-"""The most bytes a whole comment may take (Slurm 22.05 refuses over 1024)."""
+__all__ = [
+    "MAX_COMMENT_BYTES", "MAX_PART_BYTES", "PROGRESS_RESERVE_BYTES", "VERSION", "CommentError",
+    "DecodedComment", "compose_comment", "decode_comment", "encode_intent", "encode_progress",
+    "with_progress",
+]
 
-_MODEL_RE = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
 _TAIL_RE = re.compile(
     r"(?:^| )\{rl1:(?P<intent>[^{}]*)\}(?:\{rlp:(?P<progress>[^{}]*)\})?$"
 )
 _PROGRESS_ONLY_RE = re.compile(r"(?:^| )\{rlp:(?P<progress>[^{}]*)\}$")
-
-
-class CommentError(ValueError):
-    """A comment or intent that can not be encoded or decoded."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -52,30 +58,17 @@ class DecodedComment:
 
 def encode_intent(intent: Intent) -> str:
     """The `{rl1:...}` tag for an intent."""
-    parts: list[str] = []
-    if intent.deadline is not None:
-        parts.append(f"d={int(round(intent.deadline))}")
-    if intent.hard:
-        parts.append("h")
-    if intent.service_class is not ServiceClass.STANDARD:
-        parts.append(f"c={intent.service_class.value}")
-    if intent.gpus_min is not None or intent.gpus_max is not None:
-        lo = "" if intent.gpus_min is None else str(intent.gpus_min)
-        hi = "" if intent.gpus_max is None else str(intent.gpus_max)
-        parts.append(f"g={lo}-{hi}")
-    if intent.elastic:
-        parts.append("e")
-    if intent.total_steps is not None:
-        parts.append(f"s={intent.total_steps}")
-    if intent.model is not None:
-        if not _MODEL_RE.match(intent.model):
-            raise CommentError(
-                f"model name {intent.model!r}: use 1-40 letters, digits, '_', '.' or '-'"
-            )
-        parts.append(f"m={intent.model}")
-    if intent.batch_size is not None:
-        parts.append(f"b={intent.batch_size}")
-    return "{" + VERSION + ":" + ",".join(parts) + "}"
+    return encode_intent_values(
+        deadline=intent.deadline,
+        hard=intent.hard,
+        service_class=intent.service_class.value,
+        gpus_min=intent.gpus_min,
+        gpus_max=intent.gpus_max,
+        elastic=intent.elastic,
+        total_steps=intent.total_steps,
+        model=intent.model,
+        batch_size=intent.batch_size,
+    )
 
 
 def encode_progress(progress: Progress) -> str:
@@ -89,23 +82,17 @@ def encode_progress(progress: Progress) -> str:
     return "{rlp:" + body + "}"
 
 
-def compose_comment(user_comment: str, intent: Intent, progress: Progress | None = None) -> str:
-    """User comment (verbatim) + slurm-rl's part; raises CommentError if it would not fit."""
-    if "\n" in user_comment:
-        raise CommentError("--comment: a comment may not contain a newline")
+def compose_comment(
+    user_comment: str, intent: Intent, progress: Progress | None = None, *,
+    reserve_bytes: int = 0,
+) -> str:
+    """User comment (verbatim) + slurm-rl's part; raises CommentError if it would not fit.
+
+    `reserve_bytes` keeps room for a progress tag added later (rlsbatch passes
+    `PROGRESS_RESERVE_BYTES`, so a job's progress reports always fit).
+    """
     ours = encode_intent(intent) + (encode_progress(progress) if progress else "")
-    if len(ours.encode()) > MAX_PART_BYTES:
-        raise CommentError(
-            f"intent too long for the job comment ({len(ours.encode())} bytes, "
-            f"at most {MAX_PART_BYTES})"
-        )
-    full = f"{user_comment} {ours}" if user_comment else ours
-    if len(full.encode()) > MAX_COMMENT_BYTES:
-        raise CommentError(
-            f"--comment plus the slurm-rl intent is {len(full.encode())} bytes; Slurm refuses "
-            f"comments over 1024 bytes, so keep it under {MAX_COMMENT_BYTES}"
-        )
-    return full
+    return join_comment(user_comment, ours, reserve_bytes=reserve_bytes)
 
 
 def with_progress(comment: str, progress: Progress) -> str:

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Whole-process time of `rlsbatch --hold` vs `sbatch --hold` (a benchmark, not a test).
+
+    SLURM_CONF=... .venv/bin/python benchmarks/bench_rlsbatch.py [-n 50] [--intent] [--gpus]
+
+Submits N held jobs with each command, alternating the two so that both see the same queue
+length (sbatch slows as the queue grows), after a few uncounted warm-up runs. Every job gets
+one unique name and all of them are cancelled at the end. Prints median / mean / p90 per
+command and the ratio of medians; also the bare start-up time of the interpreter rlsbatch runs
+under, which is most of the difference.
+
+The children run without PYTHONDONTWRITEBYTECODE, so rlsbatch's modules are byte-compiled once
+(as they are after any pip install) instead of on every start.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+_JOB_RE = re.compile(r"Submitted batch job (\d+)")
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, str]:
+    start = time.perf_counter()
+    proc = subprocess.run(argv, capture_output=True, text=True, env=env, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{argv[0]} failed ({proc.returncode}): {proc.stderr.strip()}")
+    m = _JOB_RE.search(proc.stdout)
+    return elapsed, m.group(1) if m else ""
+
+
+def _summary(name: str, xs: list[float]) -> str:
+    xs_ms = sorted(x * 1000 for x in xs)
+    p90 = xs_ms[min(len(xs_ms) - 1, int(0.9 * len(xs_ms)))]
+    return (f"{name:<28} median {statistics.median(xs_ms):7.2f} ms   mean "
+            f"{statistics.fmean(xs_ms):7.2f} ms   p90 {p90:7.2f} ms   (n={len(xs_ms)})")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-n", type=int, default=50, help="submissions per command (default 50)")
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--rlsbatch", default=None,
+                    help="rlsbatch to time (default: the one next to this Python)")
+    ap.add_argument("--intent", action="store_true",
+                    help="also pass --rl-deadline +6h --rl-class critical --rl-steps 1000")
+    ap.add_argument("--gpus", action="store_true",
+                    help="also pass --rl-gpus 1-4 (adds one sinfo call)")
+    args = ap.parse_args()
+
+    rlsbatch = args.rlsbatch or str(Path(sys.executable).with_name("rlsbatch"))
+    sbatch = shutil.which("sbatch")
+    if not sbatch or not Path(rlsbatch).exists():
+        raise SystemExit(f"need sbatch on PATH and {rlsbatch}")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    name = f"bench-rlsbatch-{uuid.uuid4().hex[:8]}"
+    extra = []
+    if args.intent:
+        extra += ["--rl-deadline", "+6h", "--rl-class", "critical", "--rl-steps", "1000"]
+    if args.gpus:
+        extra += ["--rl-gpus", "1-4"]
+
+    ids: list[str] = []
+    times: dict[str, list[float]] = {"sbatch --hold": [], "rlsbatch --hold": [],
+                                     "python -c pass": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        script = Path(tmp) / "bench.sh"
+        script.write_text("#!/bin/sh\n#SBATCH --time=1\n#SBATCH --comment=bench\ntrue\n")
+        cmds = {
+            "sbatch --hold": [sbatch, "--hold", "-J", name, "-o", "/dev/null", str(script)],
+            "rlsbatch --hold": [rlsbatch, "--hold", *extra, "-J", name, "-o", "/dev/null",
+                                str(script)],
+            "python -c pass": [str(Path(rlsbatch).read_text().splitlines()[0][2:].strip()),
+                               "-c", "pass"],
+        }
+        try:
+            for _ in range(args.warmup):
+                for argv in cmds.values():
+                    _, job = _timed(argv, env)
+                    ids += [job] if job else []
+            for _ in range(args.n):
+                for key, argv in cmds.items():
+                    elapsed, job = _timed(argv, env)
+                    times[key].append(elapsed)
+                    ids += [job] if job else []
+        finally:
+            for i in range(0, len(ids), 200):
+                subprocess.run(["scancel", *ids[i:i + 200]], check=False)
+
+    flags = " ".join(extra) or "(no --rl-* flags)"
+    print(f"rlsbatch: {rlsbatch}  extra flags: {flags}")
+    for key, xs in times.items():
+        print(_summary(key, xs))
+    sb = statistics.median(times["sbatch --hold"])
+    rl = statistics.median(times["rlsbatch --hold"])
+    py = statistics.median(times["python -c pass"])
+    print(f"median ratio rlsbatch/sbatch: {rl / sb:.2f}  (target <= 1.5)")
+    print(f"rlsbatch - sbatch: {(rl - sb) * 1000:.2f} ms, of which interpreter start-up "
+          f"{py * 1000:.2f} ms; {len(ids)} jobs submitted and cancelled")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

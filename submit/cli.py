@@ -1,0 +1,232 @@
+"""`rlsbatch`: sbatch, plus a QoS intent (deadline, class, GPU range) carried in the comment.
+
+The command line is split the way sbatch's getopt_long splits it (cmdline.py); rlsbatch's
+`--rl-*` flags come out, every other word stays as given and in place. The script's #SBATCH
+lines are read for the user's comment and GPU request, its #RLSBATCH lines for our flags
+(script.py). rlsbatch then *becomes* sbatch (exec) with one `--comment=<user comment> <tag>`
+added just before the script (the last --comment wins, on the command line over #SBATCH), plus
+`--gres`/`--nodes` when a GPU range has to be turned into a first request (gpus.py). So sbatch's
+output, errors and exit status are sbatch's own, and a script read from stdin is handed to it on
+stdin. Heterogeneous jobs (`:` or `#SBATCH hetjob`) and command lines sbatch will refuse are
+handed over untouched.
+
+Not click: rlsbatch must accept sbatch's grammar (bundled short options, abbreviations, options
+up to the script), and everything on this path is kept import-free for start-up time (see
+docs/rlsbatch.md, "Speed").
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+
+from slurm_rl.submit.cmdline import Opt, Scan, scan_command_line
+from slurm_rl.submit.errors import UsageError
+from slurm_rl.submit.rlflags import HELP, IntentValues, build_intent
+from slurm_rl.submit.script import Directives, read_directives
+from slurm_rl.submit.tags import PROGRESS_RESERVE_BYTES, CommentError, join_comment
+
+SBATCH = "sbatch"
+
+
+class Plan:
+    """What rlsbatch will do: run `argv` (feeding `stdin` if set), or only show it."""
+
+    __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name")
+
+    def __init__(self, argv: list[str], *, stdin: bytes | None = None,
+                 intent: IntentValues | None = None, comment: str | None = None,
+                 dry_run: bool = False, show_help: bool = False, script_name: str = "") -> None:
+        self.argv = argv
+        self.stdin = stdin
+        self.intent = intent
+        """None when the job is handed to sbatch untouched (not managed by slurm-rl)."""
+        self.comment = comment
+        self.dry_run = dry_run
+        self.show_help = show_help
+        self.script_name = script_name
+
+
+def make_plan(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
+              query: Callable[[], dict[str, tuple[bool, int, int]]] | None = None,
+              now: float | None = None) -> Plan:
+    """Everything short of running sbatch: raises UsageError for bad input."""
+    scan = scan_command_line(args)
+    names = {o.name for o in scan.rl}
+    dry_run = bool(names & {"rl-dry-run", "dry-run"})
+    if "rl-help" in names:
+        return Plan([], show_help=True)
+    rl_given = bool(names - {"rl-dry-run", "dry-run"})
+    sb_names = {o.name for o in scan.sbatch}
+    if scan.error is not None or sb_names & {"help", "usage", "version"}:
+        # sbatch prints its complaint (or its help) and exits before reading any script.
+        return Plan([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run,
+                    show_help="help" in sb_names and scan.error is None)
+    if scan.hetjob:
+        if rl_given:
+            raise UsageError("heterogeneous jobs (':' between components) are handed to sbatch "
+                             "untouched; --rl-* flags can't be used with them")
+        return Plan([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run)
+
+    stdin, directives, script_name = _read_script(scan, read_stdin)
+    if directives.hetjob:
+        if rl_given or directives.rl.rl:
+            raise UsageError(f"{script_name}: heterogeneous jobs (#SBATCH hetjob) are handed to "
+                             "sbatch untouched; --rl-* flags can't be used with them")
+        return Plan([SBATCH, *scan.kept, *scan.rest], stdin=stdin, dry_run=dry_run,
+                    script_name=script_name)
+
+    flags = [(o.name, o.value, o.where) for o in directives.rl.rl + scan.rl]
+    intent = build_intent(flags, now)
+    added: list[str] = []
+    if intent.gpus_min is not None and intent.gpus_max is not None:
+        from slurm_rl.submit.gpus import plan_gpus  # only GPU ranges pay for the sinfo call
+
+        added = plan_gpus(intent.gpus_min, intent.gpus_max, scan.sbatch, env,
+                          directives.sbatch.sbatch, query or _sinfo_query)
+    if intent.elastic:
+        _check_requeueable(scan, env, directives)
+
+    user = scan.last("comment") or directives.sbatch.last("comment")
+    try:
+        comment = join_comment((user.value or "") if user else "", intent.tag(),
+                               reserve_bytes=PROGRESS_RESERVE_BYTES)
+    except CommentError as exc:
+        raise UsageError(str(exc)) from None
+    argv = [SBATCH, *scan.kept, *added, f"--comment={comment}", *scan.rest]
+    return Plan(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
+                script_name=script_name)
+
+
+def _read_script(scan: Scan, read_stdin: Callable[[], bytes]
+                 ) -> tuple[bytes | None, Directives, str]:
+    """(bytes to hand sbatch on stdin, the script's directives, its name for messages)."""
+    if scan.last("wrap") is not None:
+        return None, read_directives("", "--wrap"), "--wrap"
+    path = scan.script
+    if path is None:
+        data = read_stdin()
+        return data, read_directives(data.decode("utf-8", "surrogateescape"), "stdin"), "stdin"
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise UsageError(f"{path}: can't read the job script: {exc.strerror or exc}") from None
+    name = os.path.basename(path) or path
+    return None, read_directives(data.decode("utf-8", "surrogateescape"), name), name
+
+
+def _check_requeueable(scan: Scan, env: Mapping[str, str], directives: Directives) -> None:
+    said: Opt | None = None
+    for opt in reversed(scan.sbatch):
+        if opt.name in ("requeue", "no-requeue"):
+            said = opt
+            break
+    if said is None and "SBATCH_NO_REQUEUE" in env:
+        said = Opt("no-requeue", None, "$SBATCH_NO_REQUEUE")
+    if said is None:
+        said = next((o for o in reversed(directives.sbatch.sbatch)
+                     if o.name in ("requeue", "no-requeue")), None)
+    if said is not None and said.name == "no-requeue":
+        src = "" if said.where == "command line" else f" ({said.where})"
+        raise UsageError(f"--rl-elastic: an elastic job is resized by requeueing it, but it "
+                         f"was given --no-requeue{src}")
+
+
+def _sinfo_query() -> dict[str, tuple[bool, int, int]]:
+    from slurm_rl.slurm.runner import SubprocessRunner
+    from slurm_rl.submit.gpus import SINFO_ARGS, parse_sinfo
+
+    result = SubprocessRunner(timeout_s=30).run(list(SINFO_ARGS))
+    if not result.ok:
+        last = (result.stderr.strip().splitlines() or ["(no message)"])[-1]
+        raise UsageError(f"--rl-gpus: could not ask sinfo for the partition's GPUs: {last}",
+                         exit_code=1)
+    return parse_sinfo(result.stdout)
+
+
+def _read_stdin() -> bytes:
+    return sys.stdin.buffer.read() if sys.stdin is not None else b""
+
+
+def _feed_stdin(data: bytes) -> None:
+    """Make `data` our standard input, for sbatch to read after exec."""
+    try:
+        fd = os.memfd_create("rlsbatch-script", 0)
+    except (AttributeError, OSError):
+        import tempfile
+
+        fd = os.dup(tempfile.TemporaryFile().fileno())
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.dup2(fd, 0)
+    os.close(fd)
+
+
+def _shell_underscore(program: str) -> None:
+    """A shell sets $_ to the path of the command it runs, and sbatch hands the environment to
+    the job: make it name sbatch, as if the user had typed sbatch."""
+    said = os.environ.get("_")
+    if not said or os.path.basename(said) != os.path.basename(sys.argv[0]):
+        return
+    for folder in os.environ.get("PATH", "").split(os.pathsep):
+        path = os.path.join(folder or ".", program)
+        if os.access(path, os.X_OK) and not os.path.isdir(path):
+            os.environ["_"] = path
+            return
+
+
+def _print_plan(plan: Plan) -> None:
+    import shlex
+
+    print("sbatch command:", shlex.join(plan.argv))
+    if plan.stdin is not None:
+        print(f"script: on stdin ({len(plan.stdin)} bytes)")
+    if plan.intent is None or plan.comment is None:
+        print("intent: none (handed to sbatch untouched; slurm-rl will not manage this job)")
+        return
+    from slurm_rl.submit.intent import decode_comment
+
+    decoded = decode_comment(plan.comment)
+    print("comment:", plan.comment)
+    print("user comment:", repr(decoded.user_comment))
+    print("intent:", decoded.intent)
+    if plan.intent.deadline is not None:
+        import time
+
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(plan.intent.deadline))
+        print(f"deadline: {when} (epoch {int(plan.intent.deadline)})")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    try:
+        plan = make_plan(args, os.environ, _read_stdin)
+    except UsageError as exc:
+        sys.stderr.write(f"rlsbatch: error: {exc.message}\n")
+        return exc.exit_code
+    if not plan.argv:
+        sys.stdout.write(HELP)
+        return 0
+    if plan.dry_run:
+        _print_plan(plan)
+        return 0
+    if plan.show_help:
+        import subprocess
+
+        code = subprocess.run(plan.argv, check=False).returncode
+        sys.stdout.write("\n" + HELP)
+        return code
+    if plan.stdin is not None:
+        _feed_stdin(plan.stdin)
+    _shell_underscore(plan.argv[0])
+    sys.stdout.flush()
+    try:
+        os.execvp(plan.argv[0], plan.argv)
+    except OSError as exc:
+        sys.stderr.write(f"rlsbatch: error: can't run {plan.argv[0]}: {exc.strerror}\n")
+        return 127
+    return 0  # not reached: execvp does not return

@@ -1,0 +1,202 @@
+"""rlsbatch's own flags: their names, their values, and the intent they add up to.
+
+Every flag starts with `--rl-` (sbatch 22.05 has no option starting with "rl", so no sbatch
+option or abbreviation of one can be mistaken for ours, and ours are matched exactly, never by
+prefix). `--dry-run` is accepted as a synonym of `--rl-dry-run` (sbatch has no --dry-run).
+"""
+
+from __future__ import annotations
+
+import time
+
+from slurm_rl.submit.errors import UsageError
+from slurm_rl.submit.tags import (
+    CommentError,
+    encode_intent_values,
+    normalize_service_class,
+    valid_model_name,
+)
+
+RL_FLAGS: dict[str, bool] = {
+    "rl-deadline": True, "rl-hard": False, "rl-soft": False, "rl-class": True,
+    "rl-gpus": True, "rl-elastic": False, "rl-steps": True, "rl-model": True,
+    "rl-batch-size": True, "rl-dry-run": False, "dry-run": False, "rl-help": False,
+}
+"""Flag name (without the leading --) -> whether it takes a value."""
+
+CMDLINE_ONLY = frozenset({"rl-dry-run", "dry-run", "rl-help"})
+"""Flags that make no sense inside a job script (#RLSBATCH)."""
+
+HELP = """\
+rlsbatch options (everything else is sbatch's; see sbatch --help):
+  --rl-deadline=WHEN   when the job should be done: ISO 8601 (2026-12-01T18:00, zone
+                       optional, local time if none) or relative (+6h, +90m, +1d2h, +3600s).
+                       Not sbatch's --deadline, which makes Slurm remove the job.
+  --rl-hard            the job is worthless after its deadline (default: soft)
+  --rl-soft            the job is still worth finishing late (the default)
+  --rl-class=CLASS     critical | standard (default) | besteffort. Not sbatch's --qos.
+  --rl-gpus=MIN-MAX    total GPUs the job can run with (or N); without --gres/--gpus the job
+                       starts with MIN (as --gres=gpu:K on enough nodes)
+  --rl-elastic         may be resized while running (requeued; must checkpoint)
+  --rl-steps=N         total training steps (for progress-based time prediction)
+  --rl-model=NAME      model name (letters, digits, '_', '.', '-'; at most 40)
+  --rl-batch-size=N    global batch size
+  --rl-dry-run, --dry-run
+                       print the sbatch command and the intent; submit nothing
+  --rl-help            show this help
+Our flags go before the script, like sbatch's, or on #RLSBATCH lines in the script (same
+place rules as #SBATCH); the command line wins over #RLSBATCH.
+"""
+
+_UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+
+
+def parse_deadline(text: str, now: float) -> float:
+    """Epoch seconds for an ISO 8601 time (local if it has no zone) or `+1d2h`-style offset."""
+    text = text.strip()
+    if text.startswith("+"):
+        seconds = _parse_offset(text[1:])
+        if seconds is None:
+            raise UsageError(
+                f"--rl-deadline: can't read {text!r}: a relative deadline is + and one or "
+                "more NUMBER+UNIT (w, d, h, m, s), e.g. +6h, +90m, +1d2h, +3600s"
+            )
+        if seconds <= 0:
+            raise UsageError(f"--rl-deadline: {text!r} is not in the future")
+        return float(int(now) + seconds)
+    from datetime import datetime  # only absolute deadlines pay for this import
+
+    try:
+        when = datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        raise UsageError(
+            f"--rl-deadline: can't read {text!r}: use an ISO 8601 time such as "
+            "2026-12-01T18:00 or 2026-12-01T18:00+01:00, or a relative one such as +6h"
+        ) from None
+    if when <= now:
+        shown = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
+        raise UsageError(f"--rl-deadline: {text} is in the past (now is {shown})")
+    return float(int(when))
+
+
+def _parse_offset(text: str) -> int | None:
+    total = 0
+    digits = ""
+    for ch in text:
+        if "0" <= ch <= "9":
+            digits += ch
+        elif ch in _UNITS and digits:
+            total += int(digits) * _UNITS[ch]
+            digits = ""
+        else:
+            return None
+    if digits or not text:
+        return None  # a number without a unit, or nothing at all
+    return total
+
+
+def parse_gpu_range(text: str) -> tuple[int, int]:
+    lo_s, dash, hi_s = text.strip().partition("-")
+    if not dash:
+        hi_s = lo_s
+    if not (lo_s.isdigit() and hi_s.isdigit()):
+        raise UsageError(f"--rl-gpus: can't read {text!r}: use MIN-MAX (e.g. 2-8) or a count")
+    lo, hi = int(lo_s), int(hi_s)
+    if lo < 1:
+        raise UsageError(f"--rl-gpus: {text}: the minimum must be at least 1")
+    if lo > hi:
+        raise UsageError(f"--rl-gpus: {text}: the minimum ({lo}) is above the maximum ({hi})")
+    return lo, hi
+
+
+def parse_positive_int(flag: str, text: str) -> int:
+    if not text.strip().isdigit() or int(text) < 1:
+        raise UsageError(f"--{flag}: {text!r} is not a positive whole number")
+    return int(text)
+
+
+class IntentValues:
+    """The intent as plain values, with `slurm_rl.core.Intent`'s field names.
+
+    Not the `Intent` dataclass itself: importing slurm_rl.core costs more than sbatch does.
+    """
+
+    __slots__ = ("deadline", "hard", "service_class", "gpus_min", "gpus_max", "elastic",
+                 "total_steps", "model", "batch_size")
+
+    def __init__(self) -> None:
+        self.deadline: float | None = None
+        self.hard = False
+        self.service_class = "standard"
+        self.gpus_min: int | None = None
+        self.gpus_max: int | None = None
+        self.elastic = False
+        self.total_steps: int | None = None
+        self.model: str | None = None
+        self.batch_size: int | None = None
+
+    def as_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def tag(self) -> str:
+        """The `{rl1:...}` tag (see submit/intent.py for the format)."""
+        try:
+            return encode_intent_values(
+                deadline=self.deadline, hard=self.hard, service_class=self.service_class,
+                gpus_min=self.gpus_min, gpus_max=self.gpus_max, elastic=self.elastic,
+                total_steps=self.total_steps, model=self.model, batch_size=self.batch_size,
+            )
+        except CommentError as exc:
+            raise UsageError(str(exc)) from None
+
+
+def apply_flag(values: IntentValues, name: str, value: str | None, now: float) -> None:
+    """Set one rlsbatch flag (validated) on `values`; a later call for the same flag wins."""
+    text = value or ""
+    if name == "rl-deadline":
+        values.deadline = parse_deadline(text, now)
+    elif name == "rl-hard":
+        values.hard = True
+    elif name == "rl-soft":
+        values.hard = False
+    elif name == "rl-class":
+        try:
+            values.service_class = normalize_service_class(text)
+        except CommentError as exc:
+            raise UsageError(f"--rl-class: {exc}") from None
+    elif name == "rl-gpus":
+        values.gpus_min, values.gpus_max = parse_gpu_range(text)
+    elif name == "rl-elastic":
+        values.elastic = True
+    elif name == "rl-steps":
+        values.total_steps = parse_positive_int(name, text)
+    elif name == "rl-batch-size":
+        values.batch_size = parse_positive_int(name, text)
+    elif name == "rl-model":
+        if not valid_model_name(text):
+            raise UsageError(
+                f"--rl-model: {text!r}: use 1-40 letters, digits, '_', '.' or '-'"
+            )
+        values.model = text
+    else:  # dry-run and help are handled by the caller
+        raise AssertionError(name)
+
+
+def build_intent(flags: list[tuple[str, str | None, str]], now: float | None = None
+                 ) -> IntentValues:
+    """Apply (name, value, where) flags in order; `where` prefixes error messages
+    ("job.sh line 4") unless it is the command line."""
+    now = time.time() if now is None else now
+    values = IntentValues()
+    for name, value, where in flags:
+        if name in CMDLINE_ONLY:
+            continue
+        try:
+            apply_flag(values, name, value, now)
+        except UsageError as exc:
+            if where == "command line":
+                raise
+            raise UsageError(f"{where}: {exc.message}", exc.exit_code) from None
+    if values.hard and values.deadline is None:
+        raise UsageError("--rl-hard: a hard deadline needs --rl-deadline")
+    return values

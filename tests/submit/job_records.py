@@ -1,0 +1,58 @@
+"""`scontrol show job -dd` records, parsed and normalised for comparing two submissions."""
+
+from __future__ import annotations
+
+from slurm_rl.submit.intent import decode_comment
+
+# Keys whose value is the rest of the line (it may hold spaces); scontrol ends it with a space.
+WHOLE_LINE = ("Comment=", "Command=", "WorkDir=", "StdErr=", "StdIn=", "StdOut=",
+              "AdminComment=", "SystemComment=", "MailUser=")
+IGNORED = frozenset({"JobId", "ArrayJobId", "SubmitTime", "EligibleTime", "AccrueTime",
+                     "StartTime", "EndTime", "LastSchedEval", "PreemptEligibleTime",
+                     "PreemptTime", "SuspendTime", "RunTime", "HetJobId", "HetJobOffset"})
+"""Ids and times: these differ between any two submissions."""
+JOB_ID_PATHS = ("StdErr", "StdIn", "StdOut")
+
+
+def parse_records(text: str) -> list[dict[str, str]]:
+    """One dict per job record (records are separated by blank lines)."""
+    records: list[dict[str, str]] = []
+    current: dict[str, str] = {}
+    for line in text.split("\n"):
+        body = line.strip(" ")
+        if not body:
+            if current:
+                records.append(current)
+                current = {}
+            continue
+        whole = next((k for k in WHOLE_LINE if body.startswith(k)), None)
+        if whole is not None:
+            value = line.lstrip(" ")[len(whole):]
+            current[whole[:-1]] = value[:-1] if value.endswith(" ") else value
+            continue
+        key = None
+        for word in body.split(" "):
+            if "=" in word and (key is None or not word.startswith("=")):
+                key, _, value = word.partition("=")
+                current[key] = value
+            elif key is not None:
+                current[key] += " " + word  # a value with a space in it
+    if current:
+        records.append(current)
+    return records
+
+
+def normalise(record: dict[str, str], job_id: str) -> dict[str, str]:
+    """Drop ids and times; write the job id in output paths as <id>; split the comment into the
+    user's part (compared) and whether slurm-rl's intent is there (reported separately)."""
+    out = {k: v for k, v in record.items() if k not in IGNORED}
+    for key in JOB_ID_PATHS:
+        if key in out:
+            out[key] = out[key].replace(job_id, "<id>")
+    # no Comment line means no comment; a tagged comment without user text has an empty part
+    out["Comment"] = decode_comment(out.get("Comment", "")).user_comment
+    return out
+
+
+def differences(a: dict[str, str], b: dict[str, str]) -> dict[str, tuple[str | None, str | None]]:
+    return {k: (a.get(k), b.get(k)) for k in sorted(set(a) | set(b)) if a.get(k) != b.get(k)}

@@ -1,0 +1,26 @@
+"""The record parser used by the sbatch-identity tests, on output recorded from the cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from job_records import differences, normalise, parse_records
+
+FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+           / "scontrol-show-job-dd-22.05.txt")
+
+
+def test_parse_and_normalise_a_recorded_record() -> None:
+    (record,) = parse_records(FIXTURE.read_text())
+    assert record["JobId"] == "273" and record["ArrayTaskId"] == "0-2"
+    assert record["Comment"] == "user words  {rl1:d=1924992000,c=critical}"
+    assert record["Command"] == "/tmp/rec.sh a b c"
+    assert record["Dependency"] == "afterok:9(unfulfilled)"
+    assert record["AllocNode:Sid"] == "localhost:6563"
+    assert record["TRES"] == "cpu=1,mem=16000M,node=1,billing=1"
+    assert record["Power"] == ""
+    norm = normalise(record, "273")
+    assert "JobId" not in norm and "SubmitTime" not in norm
+    assert norm["StdOut"] == "/tmp/out-<id>_4294967294.txt"
+    assert norm["Comment"] == "user words "
+    assert differences(norm, {**norm, "Nice": "5"}) == {"Nice": ("0", "5")}
