@@ -1,0 +1,205 @@
+"""`deadline`: the daemon's deadline-aware heuristic (issue 3). Non-preemptive.
+
+For each managed pending job, the predicted remaining time at a GPU count g is the first known of
+`JobView.predicted_remaining_s`, progress ((steps_total − steps_done) / rate), intent.total_steps
+at the profiled throughput of its model, or the time limit (an upper bound), moved to g along the
+model's speed-up curve (`perfmodel.scaled_rate`). Candidate counts: the job's count, or, with an
+intent GPU range, its ends and the powers of two between them that place within one node or on
+whole nodes (`_common.allowed_counts`). Its expected start at g is now if g GPUs are free on the
+nodes now, else when enough running jobs are expected to end (their own estimates; now if they
+cannot tell). Expected end = start + remaining; slack = deadline − expected end.
+
+Order (ties by submit time, then id):
+  1. deadline jobs that can make it, critical class first, then standard, each by slack at the
+     fewest GPUs that make it;
+  2. soft-deadline jobs that will miss, and hard ones at risk (they would make it only if
+     started now), critical first, least late first: a job that is only a little late finishes
+     first and a hopeless wide one does not hold the whole queue behind its reservation;
+  3. jobs without a deadline, by age;
+  4. besteffort jobs (never delay the other classes): those that can make a deadline by slack,
+     then the rest by age;
+  5. hard-deadline jobs that could not make it even if started now at their most GPUs: demoted
+     to the back rather than allowed to block others.
+A deadline job whose duration is unknown counts as able to make it, with slack deadline − now;
+so does one known only by a time limit longer than the time left (a bound proves no miss).
+
+GPU counts (jobs with a range only): the base is the fewest GPUs that make the deadline; for a
+late job the count with the earliest expected end; else the range minimum. Walking the order over
+the free GPUs per node, a job that can start now may get a larger count, one step at a time,
+while each step cuts its predicted remaining time by at least `min_gain` and every job after it
+that could start now at its base still can. A job that cannot start now keeps its base.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
+from slurm_rl.policies._common import (
+    Capacity,
+    Estimate,
+    Source,
+    allowed_counts,
+    build,
+    estimate_remaining,
+    fmt_dur,
+    fmt_time,
+    gpu_range,
+    job_layout,
+    managed_pending,
+    orders,
+    remaining_at,
+    submit_key,
+)
+
+NAME = "deadline"
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Plan:
+    job: JobView
+    counts: tuple[int, ...]
+    est: Estimate | None
+    sort: tuple[int, int, float] = (0, 0, 0.0)
+    """(group, subgroup, key) as in the module docstring."""
+    base: int = 0
+    why: str = ""
+
+    def rem(self, gpus: int) -> float:
+        return remaining_at(self.job, self.est, gpus) if self.est else math.inf
+
+
+class _Starts:
+    """When a pending job could start at g GPUs: now if they fit on the nodes now, else when
+    enough running jobs are expected to end (their estimates; GPUs counted cluster-wide). When
+    running jobs of unknown duration hold the GPUs it cannot tell, and says now (optimistic)."""
+
+    def __init__(self, snapshot: ClusterSnapshot, cap: Capacity) -> None:
+        self.now, self.cap, self.free = snapshot.time, cap, cap.total_free
+        ends = []
+        for j in snapshot.running:
+            est = estimate_remaining(j, snapshot.time)
+            if est is not None:
+                ends.append((snapshot.time + est.seconds, j.gpus))
+        ends.sort()
+        self.times = [t for t, _ in ends]
+        self.freed = list(itertools.accumulate(g for _, g in ends))
+
+    def at(self, job: JobView, gpus: int) -> float:
+        if self.cap.fits(job_layout(job, gpus, self.cap.node_cap)):
+            return self.now
+        i = bisect.bisect_left(self.freed, gpus - self.free)
+        return max(self.now, self.times[i]) if i < len(self.times) else self.now
+
+
+@dataclass(frozen=True, kw_only=True)
+class DeadlinePolicy:
+    name: str = field(default=NAME, init=False)
+    min_gain: float = 0.2
+    """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.min_gain < 1:
+            raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
+
+    def _plan(self, job: JobView, now: float, starts: _Starts, total: int) -> _Plan:
+        rng = gpu_range(job)
+        p = _Plan(job=job, counts=tuple(allowed_counts(*rng, starts.cap.node_cap, total) if rng
+                                        else [job.gpus]),
+                  est=estimate_remaining(job, now))
+        lo = p.counts[0]
+        src = f" ({p.est.source.value})" if p.est else ""
+        it = job.intent
+        cls = it.service_class if it else ServiceClass.STANDARD
+        be = cls is ServiceClass.BESTEFFORT
+        in_time = 4 if be else (0 if cls is ServiceClass.CRITICAL else 1)
+        d = it.deadline if it else None
+        if d is None:
+            why = f"no deadline: by age, submitted {fmt_time(job.submit_time)}"
+            return replace(p, sort=(4, 1, 0.0) if be else (3, 0, 0.0), base=lo,
+                           why=f"besteffort, {why}" if be else why)
+        if p.est is None:
+            return replace(p, sort=(in_time, 0, d - now), base=lo,
+                           why=f"{cls.value}, deadline {fmt_time(d)}, duration unknown: "
+                               f"slack <= {fmt_dur(d - now)}")
+        start = {g: starts.at(job, g) for g in p.counts}
+        end = {g: start[g] + p.rem(g) for g in p.counts}
+        ok = [g for g in p.counts if end[g] <= d]
+        if ok:
+            g = ok[0]
+            slack = d - end[g]
+            when = "" if start[g] <= now else f", starts in ~{fmt_dur(start[g] - now)}"
+            return replace(p, sort=(in_time, 0, slack), base=g,
+                           why=f"{cls.value}, slack {fmt_dur(slack)}, deadline {fmt_time(d)}, "
+                               f"needs {g} GPUs (est {fmt_dur(p.rem(g))}{src}{when})")
+        if_now = [g for g in p.counts if now + p.rem(g) <= d]
+        if not if_now and p.est.source is Source.TIME_LIMIT:
+            return replace(p, sort=(in_time, 0, d - now), base=lo,
+                           why=f"{cls.value}, deadline {fmt_time(d)}, time limit "
+                               f"{fmt_dur(p.rem(lo))} is longer than the {fmt_dur(d - now)} left "
+                               f"(an upper bound only): slack <= {fmt_dur(d - now)}")
+        best = min(p.counts, key=lambda g: (end[g], g))
+        late = end[best] - d
+        if not if_now and it is not None and it.hard:
+            best = min(p.counts, key=lambda g: (p.rem(g), g))
+            return replace(p, sort=(5, 0, 0.0), base=lo,
+                           why=f"demoted: hard deadline {fmt_time(d)} unreachable "
+                               f"(est {fmt_dur(p.rem(best))} at {best} GPUs{src}, "
+                               f"{fmt_dur(d - now)} left)")
+        sort = (4, 1, 0.0) if be else (2, 0 if cls is ServiceClass.CRITICAL else 1, late)
+        kind = "hard" if it is not None and it.hard else "soft"
+        what = (f"at risk: would make it only if started now; expected {fmt_dur(late)} late"
+                if if_now else f"missed by {fmt_dur(late)}")
+        return replace(p, sort=sort, base=best,
+                       why=f"{cls.value}, {kind} deadline {fmt_time(d)} {what} at {best} "
+                           f"GPUs (est {fmt_dur(p.rem(best))}{src}): by lateness")
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        now = snapshot.time
+        cap = Capacity.of(snapshot)
+        starts = _Starts(snapshot, cap)
+        total = snapshot.gpus_total
+        plans = [self._plan(j, now, starts, total) for j in managed_pending(snapshot)]
+        plans.sort(key=lambda p: (p.sort, submit_key(p.job)))
+        counts = self._counts(plans, cap)
+        ranked = []
+        for p in plans:
+            g = counts.get(p.job.id, p.base)
+            why = p.why
+            if g != p.base:
+                why += (f"; given {g} GPUs (free, est {fmt_dur(p.rem(p.base))} -> "
+                        f"{fmt_dur(p.rem(g))})")
+            ranked.append((p.job, why, g if gpu_range(p.job) else None))
+        return Decision(policy=self.name, order=orders(ranked))
+
+    def _counts(self, plans: list[_Plan], cap: Capacity) -> dict[JobId, int]:
+        """GPU counts for jobs that can start now: base, or more while it pays (see module)."""
+        probe = cap.copy()
+        starters = [p for p in plans if not p.job.held
+                    and probe.take(job_layout(p.job, p.base, cap.node_cap))]
+        layouts = [job_layout(p.job, p.base, cap.node_cap) for p in starters]
+        free = cap.copy()
+        out: dict[JobId, int] = {}
+        for i, p in enumerate(starters):
+            g = p.base
+            for c in (c for c in p.counts if c > p.base):
+                if p.rem(c) > p.rem(g) * (1 - self.min_gain):
+                    break
+                trial = free.copy()
+                if not trial.take(job_layout(p.job, c, cap.node_cap)):
+                    break
+                if not all(trial.take(parts) for parts in layouts[i + 1:]):
+                    break
+                g = c
+            free.take(job_layout(p.job, g, cap.node_cap))
+            out[p.job.id] = g
+        return out
+
+
+def new(**options: Any) -> DeadlinePolicy:
+    """Options: min_gain (0.2)."""
+    return build(DeadlinePolicy, options)

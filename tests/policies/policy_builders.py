@@ -1,0 +1,57 @@
+"""Hand-built snapshots for the policy tests: small builders with sensible defaults."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Decision,
+    Intent,
+    JobId,
+    JobState,
+    JobView,
+    NodeName,
+    NodeState,
+    NodeView,
+    Progress,
+)
+
+NOW = 10_000.0
+
+
+def job(jid: str, *, state: JobState = JobState.PENDING, submit: float = 0.0, gpus: int = 1,
+        intent: Intent | None = None, progress: Progress | None = None,
+        start: float | None = None, **kw: Any) -> JobView:
+    if state.is_running and start is None:
+        start = submit
+    return JobView(id=JobId(jid), state=state, submit_time=submit, gpus=gpus, intent=intent,
+                   progress=progress, start_time=start, **kw)
+
+
+def running(jid: str, **kw: Any) -> JobView:
+    return job(jid, state=JobState.RUNNING, **kw)
+
+
+def nodes(*alloc: int, total: int = 4) -> tuple[NodeView, ...]:
+    """One node per entry, `total` GPUs each, `alloc` of them in use."""
+    return tuple(NodeView(name=NodeName(f"node{i + 1}"), state=NodeState.MIXED if a else
+                          NodeState.IDLE, gpus_total=total, gpus_alloc=a)
+                 for i, a in enumerate(alloc))
+
+
+def snap(*jobs: JobView, nodes: tuple[NodeView, ...] = (), time: float = NOW) -> ClusterSnapshot:
+    return ClusterSnapshot(time=time, jobs=tuple(jobs), nodes=nodes)
+
+
+def ids(decision: Decision) -> list[str]:
+    """Pending job ids in rank order."""
+    return [o.job_id for o in sorted(decision.order, key=lambda o: o.rank)]
+
+
+def order_of(decision: Decision, jid: str) -> Any:
+    return next(o for o in decision.order if o.job_id == jid)
+
+
+def preempted(decision: Decision) -> list[str]:
+    return sorted(p.job_id for p in decision.preemptions)
