@@ -11,6 +11,7 @@ _COMMANDS: dict[str, str] = {
     "db": "slurm_rl.db.cli:db",
     "daemon": "slurm_rl.daemon.cli:daemon",
     "agent": "slurm_rl.agent:agent",
+    "explain": "slurm_rl.daemon.cli:explain",
     "progress": "slurm_rl.progress:progress_command",
     "simulate": "slurm_rl.sim.cli:simulate",
     "evaluate": "slurm_rl.sim.evaluate:evaluate",

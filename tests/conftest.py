@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +36,13 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
     """
     if not CLUSTER.exists():
         pytest.fail("docker/cluster is missing")
-    status = subprocess.run([str(CLUSTER), "status"], capture_output=True, text=True)
+    # A cluster that is merely busy (a test restarting slurmctld) gets a few seconds before
+    # `up` would replace it with a fresh, empty one.
+    for _ in range(5):
+        status = subprocess.run([str(CLUSTER), "status"], capture_output=True, text=True)
+        if status.returncode == 0:
+            break
+        time.sleep(2)
     if status.returncode != 0:
         up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True)
         if up.returncode != 0:

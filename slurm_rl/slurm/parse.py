@@ -111,6 +111,8 @@ class SqueueRecord:
     priority: int
     reason: str
     comment: str
+    gpus_per_job: bool = False
+    """The GPUs were asked for per job (--gpus), not per node (--gres=gpu:K)."""
 
 
 def job_id_of(job_id: str, array_job_id: str, array_task_id: str) -> JobId:
@@ -153,6 +155,7 @@ def parse_squeue(text: str) -> list[SqueueRecord]:
                 priority=int(f["PriorityLong"]) if f["PriorityLong"].isdigit() else 0,
                 reason=f["Reason"],
                 comment="" if comment == "(null)" else comment,
+                gpus_per_job=per_job > 0,
             ))
         except (ValueError, KeyError) as exc:
             raise ParseError(f"squeue line {lineno}: {exc}: {line!r}") from None

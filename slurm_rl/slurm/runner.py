@@ -55,6 +55,14 @@ class Runner(Protocol):
     def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult: ...
 
 
+class InputRunner(Protocol):
+    """A runner that can also feed the command's standard input: scontrol reads many commands
+    from stdin in one process, which costs far less than one process per command."""
+
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
+            input: str | None = None) -> CommandResult: ...
+
+
 class SubprocessRunner:
     """Runs commands with subprocess, no shell, with an optional environment overlay."""
 
@@ -62,12 +70,13 @@ class SubprocessRunner:
         self._env = {**os.environ, **env} if env else None
         self._timeout_s = timeout_s
 
-    def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult:
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
+            input: str | None = None) -> CommandResult:
         argv = tuple(args)
         start = time.perf_counter()
         try:
             proc = subprocess.run(
-                argv, capture_output=True, text=True, env=self._env,
+                argv, input=input, capture_output=True, text=True, env=self._env,
                 timeout=timeout_s or self._timeout_s, check=False,
             )
         except subprocess.TimeoutExpired as exc:

@@ -1,0 +1,148 @@
+"""Daemon cycle time at 10,000 pending jobs on the real test cluster.
+
+Submits N held jobs through sbatch with rlsbatch's intent comment (parallel sbatch processes;
+array tasks would pend as one record, so every job is submitted on its own), then runs daemon
+cycles in-process with the chosen policy and prints each cycle's time split into
+poll / persist / decide / act: the first cycle (every job new: 10,000 rows, 10,000 decision
+entries, 10,000 SiteFactor updates) and steady-state cycles, alternately quiet and with one new
+urgent job that goes to the top of the order. Cancels every job it submitted at the end.
+
+    .venv/bin/python benchmarks/bench_daemon.py [--jobs 10000] [--steady 6] [--workers 6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from slurm_rl import policies
+from slurm_rl.config import Config
+from slurm_rl.core import Intent
+from slurm_rl.daemon.actuator import ScontrolExecutor
+from slurm_rl.daemon.cli import scope_rule
+from slurm_rl.daemon.loop import CycleReport, Daemon
+from slurm_rl.db.engine import make_engine, make_session_factory
+from slurm_rl.db.migrate import upgrade
+from slurm_rl.slurm.adapter import SlurmAdapter
+from slurm_rl.slurm.runner import SubprocessRunner
+from slurm_rl.submit.intent import compose_comment
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cluster_env() -> None:
+    if "SLURM_CONF" in os.environ:
+        return
+    out = subprocess.run([str(REPO / "docker" / "cluster"), "env"], capture_output=True,
+                         text=True, check=True).stdout
+    for line in out.splitlines():
+        key, _, value = line.removeprefix("export ").partition("=")
+        os.environ[key] = value.strip("'\"")
+
+
+def intent_for(i: int, now: float, rng: random.Random) -> Intent:
+    if i % 3 == 0:
+        return Intent(deadline=now + rng.randint(3600, 86400))
+    if i % 5 == 0:
+        return Intent(gpus_min=1, gpus_max=4)
+    return Intent()
+
+
+def sbatch(name: str, comment: str, gpus: int) -> str:
+    for attempt in range(5):
+        out = subprocess.run(
+            ["sbatch", "--parsable", "-H", "-J", name, f"--gres=gpu:{gpus}", "-t", "10",
+             "-o", "/dev/null", "-e", "/dev/null", f"--comment={comment}", "--wrap", "true"],
+            capture_output=True, text=True)
+        if out.returncode == 0:
+            return out.stdout.strip()
+        if "Unable to contact" not in out.stderr:
+            break
+        time.sleep(2 ** attempt)  # slurmctld busy or restarting: wait and retry
+    raise RuntimeError(f"sbatch failed: {out.stderr.strip()}")
+
+
+def submit_all(name: str, n: int, workers: int) -> float:
+    rng = random.Random(1)
+    now = time.time()
+    args = [(name, compose_comment("", intent_for(i, now, rng)), 1 + i % 4) for i in range(n)]
+    start = time.perf_counter()
+    done = 0
+    with ThreadPoolExecutor(workers) as pool:
+        for _ in pool.map(lambda a: sbatch(*a), args):
+            done += 1
+            if done % 1000 == 0:
+                print(f"  submitted {done}/{n} ({time.perf_counter() - start:.0f}s)",
+                      flush=True)
+    return time.perf_counter() - start
+
+
+def row(label: str, r: CycleReport) -> str:
+    t = r.timing
+    return (f"{label:<14}{r.managed_pending:>7}{r.jobs_updated:>8}{r.commands:>6}"
+            f"{t.poll_s:>8.3f}{t.persist_s:>9.3f}{t.decide_s:>8.3f}{t.act_s:>8.3f}"
+            f"{t.total_s:>8.3f}")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--jobs", type=int, default=10_000)
+    ap.add_argument("--steady", type=int, default=6, help="steady-state cycles after the first")
+    ap.add_argument("--workers", type=int, default=6, help="parallel sbatch processes")
+    ap.add_argument("--policy", default="deadline")
+    args = ap.parse_args()
+    cluster_env()
+    name = f"bench-{uuid.uuid4().hex[:8]}"
+    tmp = Path(tempfile.mkdtemp(prefix="bench-daemon-"))
+    engine = make_engine(tmp / "bench.db")
+    upgrade(engine)
+    runner = SubprocessRunner()
+    daemon = Daemon(adapter=SlurmAdapter(runner, scope=scope_rule(Config(), name)),
+                    executor=ScontrolExecutor(runner), sessions=make_session_factory(engine),
+                    policy=policies.make(args.policy))
+    reports: list[tuple[str, CycleReport]] = []
+    try:
+        print(f"submitting {args.jobs} held jobs named {name} ({args.workers} in parallel)")
+        took = submit_all(name, args.jobs, args.workers)
+        print(f"submitted in {took:.0f}s ({1000 * took / args.jobs:.1f} ms/job)")
+        squeue = runner.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i"])
+        print(f"squeue shows {len(squeue.stdout.splitlines())} jobs in all "
+              f"(a bare squeue -o %i: {squeue.duration_s:.3f}s)")
+        reports.append(("first", daemon.cycle()))
+        for k in range(args.steady):
+            if k % 2:
+                sbatch(name, compose_comment("", Intent(deadline=time.time() + 900)), 1)
+                reports.append(("new urgent", daemon.cycle()))
+            else:
+                reports.append(("quiet", daemon.cycle()))
+    finally:
+        subprocess.run(["scancel", "-n", name], check=False)
+        engine.dispose()
+    print(f"\npolicy {args.policy}, {args.jobs} held jobs, SiteFactor actuation; seconds")
+    print(f"{'cycle':<14}{'pending':>7}{'updates':>8}{'cmds':>6}{'poll':>8}{'persist':>9}"
+          f"{'decide':>8}{'act':>8}{'total':>8}")
+    for label, r in reports:
+        print(row(label, r))
+    steady = [r for label, r in reports if label != "first"]
+    if steady:
+        med = {k: statistics.median(getattr(r.timing, k) for r in steady)
+               for k in ("poll_s", "persist_s", "decide_s", "act_s")}
+        total = statistics.median(r.timing.total_s for r in steady)
+        print(f"{'steady median':<14}{'':>21}{med['poll_s']:>8.3f}{med['persist_s']:>9.3f}"
+              f"{med['decide_s']:>8.3f}{med['act_s']:>8.3f}{total:>8.3f}")
+        print(f"steady-state target <= 1 s: {'met' if total <= 1.0 else 'NOT met'}")
+    print(f"database: {tmp / 'bench.db'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

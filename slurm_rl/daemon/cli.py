@@ -1,0 +1,209 @@
+"""`slurm-rl daemon`: run the scheduling loop (see loop.py); `slurm-rl explain JOBID`."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from types import FrameType
+from typing import TYPE_CHECKING
+
+import click
+
+from slurm_rl.config import Actuation, Config, ConfigError, Scope, load_config
+from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
+from slurm_rl.slurm.parse import SqueueRecord
+
+if TYPE_CHECKING:
+    from sqlalchemy import Engine
+    from sqlalchemy.orm import Session, sessionmaker
+
+log = logging.getLogger("slurm_rl.daemon")
+
+
+def setup_logging(verbose: bool = False) -> None:
+    """Timestamped lines on stderr (rich's handler on a terminal)."""
+    level = logging.DEBUG if verbose else logging.INFO
+    root = logging.getLogger("slurm_rl")
+    root.setLevel(level)
+    if root.handlers:
+        return
+    handler: logging.Handler
+    if sys.stderr.isatty():
+        from rich.logging import RichHandler
+
+        handler = RichHandler(show_path=False, log_time_format="%Y-%m-%d %H:%M:%S")
+        handler.setFormatter(logging.Formatter("%(message)s"))
+    else:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(message)s"))
+    root.addHandler(handler)
+    root.propagate = False
+
+
+def scope_rule(config: Config, name_prefix: str | None = None) -> ScopeRule:
+    """The configured scope, optionally narrowed to jobs whose name starts with a prefix."""
+    base = (partitions_scope(frozenset(config.daemon.partitions))
+            if config.daemon.scope is Scope.PARTITIONS else rlsbatch_scope)
+    if not name_prefix:
+        return base
+    prefix = name_prefix
+
+    def rule(record: SqueueRecord, has_intent: bool) -> bool:
+        return record.name.startswith(prefix) and base(record, has_intent)
+
+    return rule
+
+
+def open_database(path: Path) -> tuple[Engine, sessionmaker[Session]]:
+    """An engine and session factory for `path`; creates the database if it is empty, and
+    refuses one at an older revision (migrating is the admin's `slurm-rl db upgrade`)."""
+    from slurm_rl.db.engine import make_engine, make_session_factory
+    from slurm_rl.db.migrate import current_revision, head_revision, upgrade
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    engine = make_engine(path)
+    revision = current_revision(engine)
+    if revision is None:
+        upgrade(engine)
+        log.info("created database %s", path)
+    elif revision != head_revision():
+        raise click.ClickException(
+            f"{path} is at revision {revision}, not {head_revision()}: run slurm-rl db upgrade")
+    return engine, make_session_factory(engine)
+
+
+@click.command("daemon")
+@click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
+@click.option("--interval", "interval_s", type=float,
+              help="Seconds between cycle starts (default: [daemon] interval_s).")
+@click.option("--policy", help="Policy name (default: [daemon] policy; see slurm-rl policies).")
+@click.option("--dry-run", is_flag=True, default=None,
+              help="Shadow mode: decide and record, never change anything in Slurm.")
+@click.option("--actuation", type=click.Choice([a.value for a in Actuation]),
+              help="site_factor (default) or priority (strict).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Config file (default: $SLURM_RL_CONFIG, else /etc/slurm-rl/slurm-rl.toml).")
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+              help="Database file; overrides [database] path.")
+@click.option("--only-name-prefix", metavar="PREFIX",
+              help="Narrow the scope further to jobs whose name starts with PREFIX (pilots, "
+                   "tests on a shared cluster).")
+@click.option("-v", "--verbose", is_flag=True)
+def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bool | None,
+           actuation: str | None, config_file: Path | None, db_path: Path | None,
+           only_name_prefix: str | None, verbose: bool) -> None:
+    """Watch Slurm, decide the order and GPU counts of pending jobs, apply them."""
+    from slurm_rl import policies
+    from slurm_rl.daemon.actuator import ScontrolExecutor
+    from slurm_rl.daemon.loop import FAILPOINT_ENV, FAILPOINTS, Backoff, Daemon, DaemonOptions
+    from slurm_rl.slurm.adapter import SlurmAdapter
+    from slurm_rl.slurm.runner import SubprocessRunner
+
+    setup_logging(verbose)
+    try:
+        config = load_config(config_file)
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    dc = config.daemon
+    name = policy or dc.policy
+    try:
+        chosen = policies.make(name)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    failpoint = os.environ.get(FAILPOINT_ENV) or None
+    if failpoint is not None and failpoint not in FAILPOINTS:
+        raise click.ClickException(f"{FAILPOINT_ENV}={failpoint!r} (valid: {FAILPOINTS})")
+    options = DaemonOptions(
+        dry_run=dc.dry_run if dry_run is None else dry_run,
+        actuation=Actuation(actuation) if actuation else dc.actuation,
+        failpoint=failpoint,
+    )
+    path = db_path or config.database.path
+    engine, sessions = open_database(path)
+    runner = SubprocessRunner()
+    the_daemon = Daemon(
+        adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),
+        executor=ScontrolExecutor(runner), sessions=sessions, policy=chosen, options=options,
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s: finishing the cycle, then exiting", signal.Signals(signum).name)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    interval = interval_s if interval_s is not None else dc.interval_s
+    scope = dc.scope.value + (f" ({', '.join(dc.partitions)})" if dc.partitions else "")
+    log.info("slurm-rl daemon: policy %s, %s%s, scope %s%s, every %.3gs, database %s",
+             chosen.name, options.actuation.value, " DRY RUN" if options.dry_run else "",
+             scope, f" and name {only_name_prefix}*" if only_name_prefix else "",
+             interval, path)
+    try:
+        code = the_daemon.run(stop, interval_s=interval, once=once,
+                              backoff=Backoff(initial_s=dc.backoff_initial_s,
+                                              max_s=dc.backoff_max_s,
+                                              factor=dc.backoff_factor))
+    finally:
+        engine.dispose()
+    sys.exit(code)
+
+
+@click.command("explain")
+@click.argument("job_id")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path))
+def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None:
+    """Why JOB_ID is where it is: the latest decision for it and every action taken."""
+    from slurm_rl.daemon.store import explain_job
+    from slurm_rl.db.engine import make_engine, make_session_factory
+
+    try:
+        path = db_path or load_config(config_file).database.path
+    except ConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+    if not path.is_file():
+        raise click.ClickException(f"no database at {path}")
+    engine = make_engine(path)
+    try:
+        with make_session_factory(engine)() as session:
+            info = explain_job(session, job_id)
+    finally:
+        engine.dispose()
+    if info.job is None and info.entry is None and not info.actions:
+        raise click.ClickException(f"job {job_id}: not in {path} (never seen by the daemon)")
+    if info.job is not None:
+        j = info.job
+        deadline = f", deadline {_ts(j.deadline)}{' (hard)' if j.hard else ''}" \
+            if j.deadline else ""
+        scope = "managed" if j.managed else "not managed (outside the daemon's scope)"
+        click.echo(f"job {j.job_id} ({j.name}, {j.user}): {j.state.value}, {j.gpus} GPUs on "
+                   f"{j.nodes} node(s), {scope}{deadline}")
+    if info.entry is None:
+        click.echo("decision: none recorded")
+    else:
+        e = info.entry
+        gpus = f", {e.gpus} GPUs" if e.gpus is not None else ""
+        dry = " [dry run]" if e.dry_run else ""
+        click.echo(f"decision at {_ts(e.at)} by {e.policy}{dry} (cycle {e.cycle_id}): "
+                   f"rank {e.rank}{gpus}\n  reason: {e.reason}")
+    if not info.actions:
+        click.echo("actions: none")
+    for a in info.actions:
+        code = "" if a.exit_code is None else f" exit {a.exit_code}"
+        click.echo(f"action {a.id} {_ts(a.started_at)} {a.status.value}{code}: {a.command}")
+        for line in a.output.splitlines()[:5]:
+            click.echo(f"    {line}")
+    for ev in info.events:
+        click.echo(f"event {_ts(ev.at)} {ev.kind.value}: {ev.old or '-'} -> {ev.new or '-'}")
+
+
+def _ts(t: float | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -1,0 +1,386 @@
+"""The daemon's cycle: poll → persist → decide → act → record, and the loop around it.
+
+One cycle:
+  poll     squeue (-t all, so completions are seen) and sinfo (node Extra carries GPU samples)
+  persist  new jobs, state changes, intent edits, node GPU samples; finish actions a crash
+           left PLANNED (reconcile.py); one commit
+  decide   policy.decide(snapshot) and the minimal change plan; the decision is recorded
+           (entries only for jobs whose value, GPU count or reason changed)
+  act      actions written PLANNED and committed, then one scontrol process runs them all,
+           then each is finished DONE/FAILED and committed. Dry-run stops before this.
+
+Slurm unavailable (slurmctld down): the cycle stops where it is; whatever it wrote is
+consistent (an interrupted act leaves its actions PLANNED, reconciled when Slurm is back), and
+`run` retries with capped exponential back-off, logging one line when Slurm goes away and one
+when it is back.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+
+from sqlalchemy.orm import Session, sessionmaker
+
+from slurm_rl.config import Actuation
+from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
+from slurm_rl.daemon import reconcile
+from slurm_rl.daemon.actuator import (
+    BatchResult,
+    Plan,
+    RankScale,
+    ScontrolExecutor,
+    plan_changes,
+)
+from slurm_rl.daemon.poll import Polled, Poller
+from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
+from slurm_rl.db.actions import (
+    ActionOutcome,
+    ActionSpec,
+    finish_actions,
+    next_cycle_id,
+    pending_actions,
+    plan_actions,
+    record_decision,
+)
+from slurm_rl.db.kinds import ActionKind, ActionStatus
+from slurm_rl.db.repo import record_node_samples, upsert_jobs
+from slurm_rl.slurm.adapter import SlurmAdapter
+from slurm_rl.slurm.parse import build_snapshot
+from slurm_rl.slurm.runner import SlurmUnavailableError
+
+log = logging.getLogger("slurm_rl.daemon")
+
+FAILPOINT_ENV = "SLURM_RL_FAILPOINT"
+"""Test hook: "after_plan" or "after_run" makes the daemon stop dead (sleep) at that point of
+the act phase, so that a test can SIGKILL it between an action's PLANNED and DONE records."""
+FAILPOINTS = ("after_plan", "after_run")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Timing:
+    poll_s: float = 0.0
+    persist_s: float = 0.0
+    decide_s: float = 0.0
+    act_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.poll_s + self.persist_s + self.decide_s + self.act_s
+
+    def line(self) -> str:
+        return (f"poll {self.poll_s:.3f}s persist {self.persist_s:.3f}s "
+                f"decide {self.decide_s:.3f}s act {self.act_s:.3f}s total {self.total_s:.3f}s")
+
+
+@dataclass(frozen=True, kw_only=True)
+class CycleReport:
+    cycle_id: int
+    at: float
+    jobs: int
+    pending: int
+    managed_pending: int
+    new_jobs: int = 0
+    state_changes: int = 0
+    samples: int = 0
+    reconciled: int = 0
+    ranked: int = 0
+    entries_stored: int = 0
+    commands: int = 0
+    jobs_updated: int = 0
+    jobs_failed: int = 0
+    skipped: int = 0
+    dry_run: bool = False
+    timing: Timing = field(default_factory=Timing)
+
+    def line(self) -> str:
+        act = (f"would make {self.jobs_updated} job updates in {self.commands} commands "
+               "(dry run)" if self.dry_run else
+               f"made {self.jobs_updated} job updates in {self.commands} commands"
+               + (f", {self.jobs_failed} refused" if self.jobs_failed else ""))
+        return (f"cycle {self.cycle_id}: {self.jobs} jobs ({self.pending} pending, "
+                f"{self.managed_pending} managed), {self.new_jobs} new, "
+                f"{self.state_changes} state changes; ranked {self.ranked}; {act}"
+                + (f"; reconciled {self.reconciled} interrupted actions"
+                   if self.reconciled else "")
+                + f" | {self.timing.line()}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonOptions:
+    dry_run: bool = False
+    actuation: Actuation = Actuation.SITE_FACTOR
+    scale: RankScale = field(default_factory=RankScale)
+    failpoint: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Backoff:
+    initial_s: float = 1.0
+    max_s: float = 60.0
+    factor: float = 2.0
+
+
+class Daemon:
+    def __init__(
+        self,
+        *,
+        adapter: SlurmAdapter,
+        executor: ScontrolExecutor,
+        sessions: sessionmaker[Session],
+        policy: Policy,
+        options: DaemonOptions | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.adapter = adapter
+        self.executor = executor
+        self.sessions = sessions
+        self.policy = policy
+        self.options = options or DaemonOptions()
+        self.clock = clock
+        self.poller = Poller(adapter)
+        self._overrides: dict[JobId, Intent] = {}
+        self._cycle_id: int | None = None
+        self._known: dict[JobId, int] | None = None
+        # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
+        self._stored: dict[JobId, tuple[int, int | None, str]] = {}
+
+    # --- one cycle ----------------------------------------------------------------------------
+    def cycle(self) -> CycleReport:
+        t0 = time.perf_counter()
+        now = self.clock()
+        polled = self.poller.poll(now)
+        t1 = time.perf_counter()
+
+        with self.sessions() as session:
+            if self._cycle_id is None:
+                self._cycle_id = next_cycle_id(session)
+            cycle_id = self._cycle_id
+            self._cycle_id += 1
+            upserted = upsert_jobs(session, polled.changed, now=now,
+                                   user_comments=polled.user_comments)
+            samples = record_node_samples(session, polled.nodes, now=now)
+            session.commit()
+            self.poller.commit(polled)
+            self._update_overrides(polled, upserted.intent_overrides)
+            # A job whose intent was edited after submission is decided with the first one.
+            active = [replace(j, intent=self._overrides[j.id]) if j.id in self._overrides else j
+                      for j in polled.jobs if not j.state.is_finished]
+            snapshot = build_snapshot(now, active, polled.nodes)
+            reconciled = self._reconcile(session, snapshot, cycle_id)
+            if self._known is None or reconciled:
+                self._known = known_site_factors(session)
+            t2 = time.perf_counter()
+
+            decision = self.policy.decide(snapshot)
+            plan = plan_changes(decision, snapshot, mode=self.options.actuation,
+                                scale=self.options.scale, known_values=self._known,
+                                gpus_per_job=polled.gpus_per_job)
+            t3 = time.perf_counter()
+            stored = self._record_decision(session, decision, cycle_id, now)
+            session.commit()
+            self._stored.update(stored[2])
+            t4 = time.perf_counter()
+
+            batch_failed = 0
+            if not self.options.dry_run and plan.changes:
+                batch_failed = self._act(session, plan, cycle_id, stored[0])
+            t5 = time.perf_counter()
+            self._forget_finished(snapshot)
+
+            timing = Timing(poll_s=t1 - t0, persist_s=(t2 - t1) + (t4 - t3), decide_s=t3 - t2,
+                            act_s=t5 - t4)
+            report = CycleReport(
+                cycle_id=cycle_id, at=now, jobs=len(polled.jobs), pending=len(snapshot.pending),
+                managed_pending=sum(1 for j in snapshot.pending if j.managed),
+                new_jobs=len(upserted.new), state_changes=len(upserted.state_changes),
+                samples=samples, reconciled=reconciled, ranked=len(decision.order),
+                entries_stored=stored[1], commands=len(plan.changes),
+                jobs_updated=plan.jobs_touched, jobs_failed=batch_failed,
+                skipped=len(plan.skipped), dry_run=self.options.dry_run, timing=timing,
+            )
+            set_notes(session, stored[0], [*decision.notes, *_plan_notes(plan, report)])
+            session.commit()
+        return report
+
+    def _update_overrides(self, polled: Polled, overrides: Mapping[JobId, Intent]) -> None:
+        for job in polled.changed:
+            if job.id in overrides:
+                self._overrides[job.id] = overrides[job.id]
+            else:
+                self._overrides.pop(job.id, None)
+        live = {j.id for j in polled.jobs}
+        for job_id in [j for j in self._overrides if j not in live]:
+            del self._overrides[job_id]
+
+    def _record_decision(self, session: Session, decision: Decision, cycle_id: int, now: float
+                         ) -> tuple[int, int, dict[JobId, tuple[int, int | None, str]]]:
+        """Store the decision with entries only for jobs whose value, GPUs or reason changed
+        (`explain` shows a job's latest entry); returns its id, the entries stored, and the
+        keys to remember once committed."""
+        changed = []
+        keys: dict[JobId, tuple[int, int | None, str]] = {}
+        for o in decision.order:
+            key = (self.options.scale.value(o.rank), o.gpus, o.reason)
+            if self._stored.get(o.job_id) != key:
+                keys[o.job_id] = key
+                changed.append(o)
+        kept = replace(decision, order=tuple(changed))
+        decision_id = record_decision(session, kept, cycle_id=cycle_id, at=now,
+                                      dry_run=self.options.dry_run)
+        stored = len(changed) + len(decision.resizes) + len(decision.preemptions)
+        return decision_id, stored, keys
+
+    def _act(self, session: Session, plan: Plan, cycle_id: int, decision_id: int) -> int:
+        """Run the plan's changes: PLANNED rows first, one scontrol, then DONE/FAILED rows."""
+        changes = plan.changes
+        specs = [ActionSpec(kind=c.kind, job_ids=c.job_ids, argv=c.argv, cycle_id=cycle_id,
+                            decision_id=decision_id) for c in changes]
+        ids = plan_actions(session, specs, at=self.clock())
+        self._failpoint("after_plan")
+        batch = self.executor.run(changes)
+        self._failpoint("after_run")
+        if batch.result.controller_unavailable:
+            # Unknown which lines reached slurmctld: the rows stay PLANNED and are reconciled
+            # against what Slurm shows once it is back.
+            raise SlurmUnavailableError(batch.result)
+        return self._finish(session, batch, ids, cycle_id, decision_id)
+
+    def _finish(self, session: Session, batch: BatchResult, ids: Sequence[int], cycle_id: int,
+                decision_id: int) -> int:
+        now = self.clock()
+        known = self._known if self._known is not None else {}
+        outcomes: list[ActionOutcome] = []
+        failed_total = 0
+        for action_id, out in zip(ids, batch.outcomes, strict=True):
+            change = out.change
+            failed_total += len(out.failed)
+            if not out.failed:
+                outcomes.append(ActionOutcome(action_id=action_id, exit_code=out.exit_code,
+                                              output="", status=ActionStatus.DONE))
+            elif len(out.failed) == len(change.job_ids):
+                outcomes.append(ActionOutcome(action_id=action_id, exit_code=out.exit_code,
+                                              output=out.output, status=ActionStatus.FAILED))
+            else:
+                split = record_finished(
+                    session, change.only(out.failed), status=ActionStatus.FAILED,
+                    output=out.output, cycle_id=cycle_id, decision_id=decision_id,
+                    exit_code=out.exit_code, at=now)
+                outcomes.append(ActionOutcome(
+                    action_id=action_id, exit_code=out.exit_code, status=ActionStatus.DONE,
+                    output=f"refused for {len(out.failed)} of {len(change.job_ids)} jobs "
+                           f"(recorded as FAILED action {split}):\n{out.output}"))
+            if change.kind is ActionKind.SITE_FACTOR:
+                value = int(dict(change.fields)["SiteFactor"])
+                for job in change.job_ids:
+                    if job in out.failed:
+                        known.pop(job, None)
+                    else:
+                        known[job] = value
+        finish_actions(session, outcomes, at=now)
+        if failed_total:
+            log.warning("scontrol refused %d job updates: %s", failed_total,
+                        "; ".join(o.output.splitlines()[0] for o in batch.outcomes
+                                  if o.failed)[:400])
+        return failed_total
+
+    def _reconcile(self, session: Session, snapshot: ClusterSnapshot, cycle_id: int) -> int:
+        records = pending_actions(session)
+        if not records:
+            return 0
+        jobs = {j.id: j for j in snapshot.jobs}
+        sf_ids = sorted({j for r in records if r.kind is ActionKind.SITE_FACTOR
+                         for j in r.job_ids if j in jobs and jobs[j].state.is_pending})
+        site_factors = reconcile.read_site_factors(self.adapter.runner, sf_ids)
+        now = self.clock()
+        resolutions = reconcile.resolve(records, jobs, site_factors)
+        by_id = {r.id: r for r in records}
+        for res in resolutions:
+            if res.applied is not None and res.applied.job_ids:
+                rec = by_id[res.action_id]
+                record_finished(session, res.applied, status=ActionStatus.DONE,
+                                output=f"applied part of interrupted action {res.action_id}",
+                                cycle_id=cycle_id, decision_id=rec.decision_id,
+                                exit_code=None, at=now)
+        finish_actions(session, [ActionOutcome(action_id=r.action_id, exit_code=None,
+                                               output=r.note, status=r.status)
+                                 for r in resolutions], at=now)
+        for res in resolutions:
+            log.info("action %d: %s: %s", res.action_id, res.status.value, res.note)
+        return len(resolutions)
+
+    def _forget_finished(self, snapshot: ClusterSnapshot) -> None:
+        pending = {j.id for j in snapshot.pending}
+        if self._known is not None:
+            for job in [j for j in self._known if j not in pending]:
+                del self._known[job]
+        for job in [j for j in self._stored if j not in pending]:
+            del self._stored[job]
+
+    def _failpoint(self, name: str) -> None:
+        if self.options.failpoint == name:
+            print(f"failpoint {name}: pausing", file=sys.stderr, flush=True)
+            time.sleep(3600)
+
+    # --- the loop -----------------------------------------------------------------------------
+    def run(self, stop: threading.Event, *, interval_s: float, once: bool = False,
+            backoff: Backoff | None = None) -> int:
+        """Cycle until `stop` is set (a signal); returns the exit status."""
+        backoff = backoff or Backoff()
+        delay = backoff.initial_s
+        down_since: float | None = None
+        failing = False
+        while not stop.is_set():
+            started = time.monotonic()
+            try:
+                report = self.cycle()
+            except SlurmUnavailableError as exc:
+                if once:
+                    log.error("slurmctld unavailable: %s", _last_line(exc))
+                    return 1
+                if down_since is None:
+                    down_since = time.monotonic()
+                    log.warning("slurmctld unavailable (%s); retrying with back-off from "
+                                "%.0fs up to %.0fs", _last_line(exc), delay, backoff.max_s)
+                wait = delay
+                delay = min(delay * backoff.factor, backoff.max_s)
+            except Exception:
+                if once:
+                    log.exception("cycle failed")
+                    return 1
+                if not failing:
+                    log.exception("cycle failed; retrying with back-off")
+                failing = True
+                wait = delay
+                delay = min(delay * backoff.factor, backoff.max_s)
+            else:
+                if down_since is not None:
+                    log.info("slurmctld is back after %.0fs; resuming",
+                             time.monotonic() - down_since)
+                elif failing:
+                    log.info("cycle succeeded again; resuming")
+                down_since, failing, delay = None, False, backoff.initial_s
+                log.info("%s", report.line())
+                if once:
+                    return 0
+                wait = max(0.0, interval_s - (time.monotonic() - started))
+            if stop.wait(wait):
+                break
+        log.info("stopping")
+        return 0
+
+
+def _plan_notes(plan: Plan, report: CycleReport) -> list[str]:
+    verb = "would make" if report.dry_run else "made"
+    return [f"plan: {verb} {plan.jobs_touched} job updates in {len(plan.changes)} commands; "
+            f"{plan.unchanged} already right; {len(plan.skipped)} skipped",
+            f"timing: {report.timing.line()}"]
+
+
+def _last_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[-1] if text else type(exc).__name__

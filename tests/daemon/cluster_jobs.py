@@ -1,0 +1,93 @@
+"""Helpers for the daemon's end-to-end tests on the real test cluster.
+
+Other test sessions share the cluster: every job here carries a name with a per-test prefix,
+the daemon runs with `--only-name-prefix` so it touches nothing else, assertions look only at
+our own jobs, and every job submitted is cancelled at the end of its test.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from slurm_rl.core import Intent
+from slurm_rl.submit.intent import compose_comment
+
+SLURM_RL = str(Path(sys.executable).with_name("slurm-rl"))
+
+
+@dataclass
+class Jobs:
+    """Submits and tracks this test's jobs; `cancel_all` at teardown."""
+
+    prefix: str
+    ids: list[str] = field(default_factory=list)
+
+    def submit(self, tag: str, *, intent: Intent | None = None, gpus: int = 1, sleep: float = 1,
+               minutes: int = 1, hold: bool = False, begin: str | None = None,
+               extra: Sequence[str] = ()) -> str:
+        args = ["sbatch", "--parsable", "-J", f"{self.prefix}{tag}", f"--gres=gpu:{gpus}",
+                "-t", str(minutes), "-o", "/dev/null", "-e", "/dev/null", *extra]
+        if intent is not None:
+            args.append(f"--comment={compose_comment('', intent)}")
+        if hold:
+            args.append("-H")
+        if begin:
+            args.append(f"--begin={begin}")
+        args += ["--wrap", f"sleep {sleep}"]
+        out = subprocess.run(args, capture_output=True, text=True, check=True)
+        job_id = out.stdout.strip().split(";")[0]
+        self.ids.append(job_id)
+        return job_id
+
+    def cancel_all(self) -> None:
+        if self.ids:
+            subprocess.run(["scancel", *self.ids], capture_output=True)
+
+
+def daemon_argv(db: Path, prefix: str, *args: str, policy: str = "deadline") -> list[str]:
+    return [SLURM_RL, "daemon", "--db", str(db), "--only-name-prefix", prefix,
+            "--policy", policy, *args]
+
+
+def run_daemon(db: Path, prefix: str, *args: str, policy: str = "deadline",
+               env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    out = subprocess.run(daemon_argv(db, prefix, "--once", *args, policy=policy),
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, **(env or {})})
+    assert out.returncode == 0, out.stderr
+    return out
+
+
+def squeue(ids: Sequence[str], fields: str) -> dict[str, list[str]]:
+    """`squeue -t all -O` for our jobs: id → the other fields (split on '|')."""
+    fmt = ",".join(f"{f}:|" for f in ("JobID", *fields.split(",")))
+    out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-O", fmt],
+                         capture_output=True, text=True, check=True)
+    rows = {}
+    for line in out.stdout.splitlines():
+        cols = line.split("|")
+        rows[cols[0].strip()] = [c.strip() for c in cols[1:-1]]
+    return rows
+
+
+def sprio_site(ids: Sequence[str]) -> dict[str, int]:
+    out = subprocess.run(["sprio", "-h", "-j", ",".join(ids), "-o", "%i %S"],
+                         capture_output=True, text=True)
+    return {a: int(b) for a, b in (line.split() for line in out.stdout.splitlines())}
+
+
+def wait_for(predicate, timeout: float, what: str, step: float = 0.5):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(step)
