@@ -1,0 +1,84 @@
+"""Simulator throughput on a 100,000-job trace. Prints jobs/s; not a timed test.
+
+The trace: the nine ITP deadline traces shipped in slurm_rl/data/traces, each shifted to start
+at t=0 and overlaid on one clock (57k jobs over ~60 days), then repeated back to back until
+100,000 jobs (`trace.overlay`). Overlaying keeps the load steady; concatenating the files one
+after another would swing from 5 to 500 GPUs of demand and leave queues of thousands of jobs in
+the busy stretches. The cluster is sized by --load (default 0.8) on 4-GPU nodes.
+
+    .venv/bin/python benchmarks/bench_sim.py                 # fifo and tiresias
+    .venv/bin/python benchmarks/bench_sim.py --policy edf --jobs 20000
+
+Times are CPU seconds of this process (time.process_time), so that other work on the machine
+does not inflate them; wall seconds are printed beside.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from importlib import resources
+
+from slurm_rl import policies
+from slurm_rl.core import ClusterSnapshot, Decision
+from slurm_rl.sim import trace
+from slurm_rl.sim.config import EngineConfig
+from slurm_rl.sim.engine import Simulator
+from slurm_rl.sim.metrics import summary
+
+
+class NullPolicy:
+    """Decides nothing (Slurm's own order), declares nothing: asked at every event."""
+
+    name = "null"
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        return Decision(policy=self.name)
+
+
+def build_trace(jobs: int) -> tuple[trace.TraceJob, ...]:
+    folder = resources.files("slurm_rl") / "data" / "traces"
+    files = sorted(p.name for p in folder.iterdir() if p.name.startswith("itp-deadline-"))
+    loaded = [trace.load(str(folder / name), "itp-deadline").jobs for name in files]
+    per_copy = sum(len(t) for t in loaded)
+    return trace.overlay(loaded, repeat=-(-jobs // per_copy), limit=jobs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--policy", action="append", help="policy name (repeatable); "
+                    "default: fifo and tiresias")
+    ap.add_argument("--jobs", type=int, default=100_000)
+    ap.add_argument("--load", type=float, default=0.8)
+    ap.add_argument("--gpus-per-node", type=int, default=4)
+    ap.add_argument("--tick", type=float, default=60.0, help="policy tick, seconds")
+    ap.add_argument("--null", action="store_true",
+                    help="also run a policy that decides nothing, asked at every event: the "
+                    "engine's own cost")
+    args = ap.parse_args()
+
+    t0 = time.perf_counter()
+    jobs = build_trace(args.jobs)
+    nodes = trace.nodes_for_load(jobs, args.load, args.gpus_per_node)
+    print(f"trace: {len(jobs)} jobs, built in {time.perf_counter() - t0:.1f} s; cluster "
+          f"{nodes} nodes x {args.gpus_per_node} GPUs (load {args.load})")
+    names = (["null"] if args.null else []) + (args.policy or ["fifo", "tiresias"])
+    for name in names:
+        if name != "null" and name not in policies.names():
+            print(f"{name}: not available (registered: {', '.join(policies.names())})")
+            continue
+        policy = NullPolicy() if name == "null" else policies.make(name)
+        cfg = EngineConfig(nodes=nodes, gpus_per_node=args.gpus_per_node, tick_s=args.tick)
+        sim = Simulator(jobs, policy, cfg)
+        cpu, wall = time.process_time(), time.perf_counter()
+        result = sim.run()
+        cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+        s = summary(result)
+        print(f"{name:>12}: {len(result.jobs)} jobs in {cpu:.1f} s CPU ({wall:.1f} s wall): "
+              f"{len(result.jobs) / cpu:,.0f} jobs/s; {result.decisions} decisions, "
+              f"{result.preemptions} preemptions; avg JCT {s['avg_jct_s']:.0f} s, "
+              f"utilisation {s['gpu_utilization']:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,148 @@
+"""One scheduling pass as slurmctld makes it: strict priority order, then EASY backfill.
+
+Jobs start in priority order while they fit. The first that does not (the top blocked job) gets
+a reservation: the earliest time its GPUs are free if every running job runs to its TIME LIMIT
+(as Slurm plans; true durations are unknown to it), on the nodes it would get then. A lower job
+may then start now only if it fits and either its own time limit ends by that time, or it fits
+in GPUs the reservation does not need. Only one job is protected (EASY); at most
+`max_test` jobs below it are examined (Slurm's bf_max_job_test).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+
+from slurm_rl.sim.cluster import Alloc, Cluster, place_on, split
+from slurm_rl.sim.jobs import SimJob
+
+Ends = list[tuple[float, int, SimJob]]
+"""Running jobs as (planned end by time limit, seq, job), sorted."""
+
+
+def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
+                ) -> tuple[float, list[int]]:
+    """(shadow time, GPUs per node that the reserved job does not need at that time).
+
+    The shadow time is math.inf when the job could not fit even on an empty cluster."""
+    G, gpus = cluster.per_node, top.gpus
+    future = list(cluster.free)
+    if gpus <= G:
+        def feasible(touched: Iterable[int]) -> bool:
+            return any(future[n] >= gpus for n in touched)
+        ok = False
+    else:
+        k, base, extra = split(gpus, G)
+        ge_base = sum(1 for f in future if f >= base)
+        ge_more = sum(1 for f in future if f >= base + 1)
+
+        def feasible(touched: Iterable[int]) -> bool:
+            return ge_more >= extra and ge_base >= k
+        ok = feasible(())
+    shadow = now if ok else math.inf
+    i, n_ends = 0, len(ends)
+    while not ok and i < n_ends:
+        t = max(now, ends[i][0])
+        touched: list[int] = []
+        # Everything that ends by t is free at t.
+        while i < n_ends and max(now, ends[i][0]) <= t:
+            for node, g in ends[i][2].alloc:
+                old = future[node]
+                future[node] = old + g
+                touched.append(node)
+                if gpus > G:
+                    ge_base += (old < base <= old + g)
+                    ge_more += (old < base + 1 <= old + g)
+            i += 1
+        ok = feasible(touched)
+        shadow = t
+    if not ok:
+        return math.inf, list(cluster.free)
+    alloc = place_on(future, gpus, G)
+    assert alloc is not None, "reservation feasible but not placeable"
+    for node, g in alloc:
+        future[node] -= g
+    return shadow, future
+
+
+class ReservationCache:
+    """The last reservation, reused while the top job, the running set and the free map are
+    unchanged (an arrival changes none of them) and no running job is past its limit."""
+
+    def __init__(self) -> None:
+        self.key: tuple[int, int, int] | None = None
+        self.shadow = math.inf
+        self.spare: list[int] = []
+
+    def get(self, now: float, top: SimJob, cluster: Cluster, ends: Ends
+            ) -> tuple[float, list[int]]:
+        key = (top.seq, top.gpus, cluster.version)
+        if key != self.key or (ends and now > ends[0][0]):
+            self.shadow, self.spare = reservation(now, top, cluster, ends)
+            self.key = key
+        return self.shadow, list(self.spare)
+
+
+def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
+             start: Callable[[SimJob, Alloc], None], *, backfill: bool, max_test: int,
+             cache: ReservationCache | None = None) -> None:
+    """Start what can start now. `queue` yields pending jobs in priority order; `start`
+    takes the GPUs and marks the job running (it must not end the iteration over `queue`)."""
+    if cluster.free_total == 0:
+        return
+    G = cluster.per_node
+    top: SimJob | None = None
+    shadow = math.inf
+    spare: list[int] = []
+    avail: list[int] = []  # per node: min(free now, spare at the shadow time)
+    avail_total = 0
+    fail_single = G + 1  # smallest one-node size that failed to place long (monotone)
+    fail_multi: set[int] = set()
+    tested = 0
+    for job in queue:
+        g = job.gpus
+        if top is None:
+            alloc = cluster.place(g)
+            if alloc is not None:
+                start(job, alloc)
+                if cluster.free_total == 0:
+                    return
+                continue
+            if not backfill:
+                return
+            top = job
+            shadow = -1.0  # reservation computed lazily, only if some job may backfill
+            continue
+        tested += 1
+        if max_test and tested > max_test:
+            return
+        if g > cluster.free_total:
+            continue
+        if shadow < 0:
+            shadow, spare = (cache.get(now, top, cluster, ends) if cache
+                             else reservation(now, top, cluster, ends))
+            avail = list(map(min, cluster.free, spare))
+            avail_total = sum(avail)
+        if now + job.limit_at(g) <= shadow:
+            alloc = cluster.place(g)  # ends before the reservation: anywhere
+            if alloc is None:
+                continue
+        else:
+            if g > avail_total or g >= fail_single or g in fail_multi:
+                continue
+            alloc = place_on(avail, g, G)
+            if alloc is None:
+                if g <= G:
+                    fail_single = g
+                else:
+                    fail_multi.add(g)
+                continue
+            for node, c in alloc:
+                spare[node] -= c
+        start(job, alloc)
+        for node, _ in alloc:
+            new = min(cluster.free[node], spare[node])
+            avail_total += new - avail[node]
+            avail[node] = new
+        if cluster.free_total == 0:
+            return

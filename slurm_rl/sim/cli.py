@@ -1,0 +1,133 @@
+"""`slurm-rl simulate`: run one policy over one trace on a simulated Slurm GPU cluster."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+import click
+
+from slurm_rl import policies
+from slurm_rl.sim import metrics, runner
+from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
+from slurm_rl.sim.results import SimulationError
+from slurm_rl.sim.runner import Sizing, load_jobs, resolve_trace_path
+from slurm_rl.sim.trace import TraceError, TraceFormat
+
+
+def _option_value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+@click.command("simulate")
+@click.option("--trace", "trace_path", required=True,
+              help="Trace file, or data:NAME for a shipped trace "
+                   "(data:itp-deadline-cluster10.csv).")
+@click.option("--format", "fmt", required=True, type=click.Choice([f.value for f in TraceFormat]))
+@click.option("--policy", required=True, help="Policy name (see `slurm-rl policies`).")
+@click.option("--policy-option", "policy_options", multiple=True, metavar="KEY=VALUE",
+              help="Policy option; VALUE is read as JSON if it parses (repeatable).")
+@click.option("--nodes", type=click.IntRange(min=1), help="Cluster nodes (or use --load).")
+@click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
+@click.option("--load", type=click.FloatRange(min=0, min_open=True),
+              help="Size the cluster: fewest nodes with mean demand / capacity <= LOAD.")
+@click.option("--window", help="START:COUNT: jobs START..START+COUNT-1 in submit order.")
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--tick", "tick_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
+              help="Call the policy at least this often (s) while jobs wait; 0: events only.")
+@click.option("--ticks-only", is_flag=True,
+              help="Call the policy only on ticks, like the daemon's poll cycle.")
+@click.option("--restart-delay", "restart_delay_s", type=click.FloatRange(min=0), default=30.0,
+              show_default=True, help="Seconds without progress after a requeue or resize.")
+@click.option("--time-limit-factor", type=click.FloatRange(min=0, min_open=True), default=2.0,
+              show_default=True, help="Estimated time limit = duration x this, ...")
+@click.option("--time-limit-round", type=click.FloatRange(min=0), default=3600.0,
+              show_default=True, help="... rounded up to a multiple of this (s).")
+@click.option("--time-limit-fixed", type=click.FloatRange(min=0, min_open=True),
+              help="One time limit (s) for every job without one.")
+@click.option("--no-backfill", is_flag=True, help="Strict priority order, no EASY backfill.")
+@click.option("--bf-max-job-test", type=click.IntRange(min=0), default=500, show_default=True)
+@click.option("--elastic-fraction", type=click.FloatRange(0, 1), default=0.0,
+              show_default=True, help="Share of jobs made elastic (GPU range 1..64).")
+@click.option("--audit", is_flag=True, help="Check the whole state after every event (slow).")
+@click.option("--jobs-out", type=click.Path(dir_okay=False, writable=True),
+              help="CSV: job_id,submit,start,end,gpus,restarts,deadline.")
+@click.option("--intervals-out", type=click.Path(dir_okay=False, writable=True),
+              help="CSV: job_id,start,end,gpus,nodes, one row per run at a fixed GPU count.")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON object of metrics.")
+def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, ...],
+             nodes: int | None, gpus_per_node: int, load: float | None, window: str | None,
+             seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
+             time_limit_factor: float, time_limit_round: float,
+             time_limit_fixed: float | None, no_backfill: bool, bf_max_job_test: int,
+             elastic_fraction: float, audit: bool, jobs_out: str | None,
+             intervals_out: str | None, as_json: bool) -> None:
+    """Replay a trace through POLICY on a simulated Slurm GPU cluster (priority order + EASY
+    backfill planned from time limits, as slurmctld schedules)."""
+    if (nodes is None) == (load is None):
+        raise click.UsageError("give either --nodes N (with --gpus-per-node) or --load X")
+    if policy not in policies.names():
+        raise click.UsageError(f"unknown policy {policy!r} (valid: {', '.join(policies.names())})")
+    options: dict[str, Any] = {}
+    for item in policy_options:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"--policy-option wants KEY=VALUE, got {item!r}")
+        options[key.strip()] = _option_value(value)
+    try:
+        jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
+        engine = EngineConfig(
+            nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
+            restart_delay_s=restart_delay_s, backfill=not no_backfill,
+            bf_max_job_test=bf_max_job_test, elastic_fraction=elastic_fraction, audit=audit,
+            time_limit=TimeLimitEstimate(factor=time_limit_factor, round_up_s=time_limit_round,
+                                         fixed_s=time_limit_fixed))
+        if not jobs:
+            raise click.ClickException("the trace (window) holds no jobs")
+        sizing = Sizing(gpus_per_node=gpus_per_node, nodes=nodes, load=load)
+        result = runner.simulate(jobs, policy, sizing, engine=engine, seed=seed,
+                                 policy_options=options)
+    except (TraceError, FileNotFoundError, SimulationError, ValueError) as exc:
+        raise click.ClickException(str(exc)) from None
+    if jobs_out:
+        metrics.write_jobs(jobs_out, result.jobs)
+    if intervals_out:
+        metrics.write_intervals(intervals_out, result.intervals)
+    summary = metrics.summary(result)
+    summary["trace"] = trace_path
+    if load is not None:
+        summary["load"] = load
+    if as_json:
+        click.echo(json.dumps(summary, sort_keys=False))
+        return
+    _print_summary(summary)
+
+
+def _print_summary(s: dict[str, Any]) -> None:
+    def dur(x: float | None) -> str:
+        return "-" if x is None else f"{x:,.0f} s ({x / 3600:.2f} h)"
+
+    hit = s["deadline_hit_rate"]
+    lines = [
+        f"policy {s['policy']} on {s['trace']}: {s['jobs']} jobs, "
+        f"{s['nodes']} nodes x {s['gpus_per_node']} GPUs",
+        f"  JCT avg {dur(s['avg_jct_s'])}  p50 {dur(s['p50_jct_s'])}",
+        f"      p95 {dur(s['p95_jct_s'])}  p99 {dur(s['p99_jct_s'])}",
+        f"  wait avg {dur(s['avg_wait_s'])}  makespan {dur(s['makespan_s'])}",
+        f"  GPU utilisation {s['gpu_utilization']:.3f}  deadline hit rate "
+        + ("-" if hit is None else f"{hit:.3f}"),
+        f"  {s['decisions']} decisions, {s['preemptions']} preemptions, {s['resizes']} resizes,"
+        f" {s['dropped_jobs']} jobs larger than the cluster dropped; {s['wall_s']:.1f} s",
+    ]
+    if s["notes"]:
+        lines.append("  ignored parts of decisions: "
+                     + ", ".join(f"{k} ({v})" for k, v in sorted(s["notes"].items())))
+    click.echo("\n".join(lines))
+    if s["dropped_jobs"]:
+        click.echo(f"warning: {s['dropped_jobs']} jobs need more GPUs than the cluster has",
+                   err=True)
+    sys.stdout.flush()

@@ -1,0 +1,409 @@
+"""The discrete-event engine: a trace, a policy and a cluster in; per-job records out.
+
+Events are a heap of (time, priority, seq, ...): at one time, completions come before arrivals
+(arrivals stream from the sorted trace), then policy ticks. All events at one time are handled
+together, then the policy is asked once (`decide`), its Decision applied the way Slurm applies
+the daemon's actions, and one scheduling pass (priority order + EASY backfill, see
+`backfill.py`) starts what can start. Nothing here draws random numbers except the choice of
+jobs made elastic (`elastic_fraction`), which is seeded.
+
+How a Decision maps onto the cluster:
+- preemptions first: the job is requeued with its progress kept; its next start pays
+  `restart_delay_s`;
+- resizes next, shrinks before grows: the job is requeued and restarted at once at the new
+  count ahead of the queue (as the daemon's requeuehold/update/release with top priority), paying
+  the restart delay; a count that does not fit even in the job's own GPUs is refused;
+- order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
+  decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
+  count applies to jobs with an intent GPU range (clamped into it and to the cluster).
+Anything invalid is ignored and counted in `SimResult.notes`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from bisect import bisect_left, insort
+from collections import Counter
+from collections.abc import Iterator, Sequence
+
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Decision,
+    JobId,
+    JobState,
+    JobView,
+    NodeView,
+    Policy,
+)
+from slurm_rl.sim import backfill, conservative, views
+from slurm_rl.sim.cluster import Alloc, Cluster
+from slurm_rl.sim.config import EngineConfig
+from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
+from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
+from slurm_rl.sim.trace import TraceJob
+from slurm_rl.sim.views import RunningView, node_name, node_view
+
+_FINISH, _TICK = 0, 2
+_MAX_NOTE_SAMPLES = 20
+
+
+class Simulator:
+    def __init__(self, jobs: Sequence[TraceJob], policy: Policy, config: EngineConfig) -> None:
+        self.policy, self.cfg = policy, config
+        self.cluster = Cluster(config.nodes, config.gpus_per_node)
+        self.now = -math.inf
+        self._jobs, self.dropped = make_jobs(jobs, config)
+        self._heap: list[tuple[float, int, int, SimJob | None, int]] = []
+        self._seq = itertools.count()
+        self._preempts = bool(getattr(policy, "preempts", True))
+        self._resizes = bool(getattr(policy, "resizes", True))
+        self._next_arrival = 0
+        self._active: dict[JobId, SimJob] = {}
+        self._pending: dict[SimJob, None] = {}
+        self._pending_sorted = True
+        self._running: dict[SimJob, None] = {}
+        self._ends: backfill.Ends = []
+        self._ranked: list[SimJob] = []
+        self._reservations = backfill.ReservationCache()
+        self._tick_at: float | None = None
+        self._node_views: list[NodeView] = [
+            node_view(n, config.gpus_per_node, 0) for n in range(config.nodes)]
+        self._dirty_nodes: set[int] = set()
+        self._records: dict[int, JobRecord] = {}
+        self._intervals: list[Interval] = []
+        self.decisions = self.preemptions = self.resizes = 0
+        self.notes: Counter[str] = Counter()
+        self._note_samples: list[str] = []
+        self.busy_gpu_s = 0.0
+
+    # -- main loop ------------------------------------------------------------------------
+
+    def run(self) -> SimResult:
+        wall = time.perf_counter()
+        jobs, heap, cfg = self._jobs, self._heap, self.cfg
+        n = len(jobs)
+        while True:
+            t_arr = jobs[self._next_arrival].trace.submit if self._next_arrival < n else math.inf
+            t = min(heap[0][0] if heap else math.inf, t_arr)
+            if t == math.inf:
+                break
+            if t < self.now:
+                raise SimulationError(f"clock went back from {self.now} to {t}")
+            self.now = t
+            changed = tick = False
+            while heap and heap[0][0] == t and heap[0][1] == _FINISH:
+                _, _, _, job, version = heapq.heappop(heap)
+                assert job is not None
+                if job.version == version and job.state is JobState.RUNNING:
+                    self._finish(job)
+                    changed = True
+            while self._next_arrival < n and jobs[self._next_arrival].trace.submit == t:
+                self._arrive(jobs[self._next_arrival])
+                self._next_arrival += 1
+                changed = True
+            while heap and heap[0][0] == t and heap[0][1] == _TICK:
+                heapq.heappop(heap)
+                if self._tick_at == t:
+                    self._tick_at = None
+                    tick = True
+            decided = False
+            if ((changed and cfg.decide_on_events) or (
+                    tick and (self._pending or (cfg.idle_ticks and self._active)))
+                    ) and self._worth_deciding():
+                self._decide()
+                decided = True
+            if changed or decided:
+                self._schedule()
+            if cfg.tick_s > 0 and self._tick_at is None and self._active:
+                self._push_tick(self.now + cfg.tick_s)
+            if cfg.audit:
+                self.audit()
+            if self._pending and not self._running and self._next_arrival >= n:
+                raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
+                                      f"at t={t}: they can never start")
+        if self._active:
+            raise SimulationError(f"simulation ended with {len(self._active)} active jobs")
+        return SimResult(
+            policy=self.policy.name, config=cfg,
+            jobs=tuple(self._records[j.seq] for j in self._jobs),
+            intervals=tuple(self._intervals), dropped=self.dropped, decisions=self.decisions,
+            preemptions=self.preemptions, resizes=self.resizes, notes=dict(self.notes),
+            note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - wall)
+
+    def _push(self, at: float, kind: int, job: SimJob | None = None, version: int = 0) -> None:
+        if not at >= self.now:  # also catches NaN
+            raise SimulationError(f"event at {at} scheduled in the past (now {self.now})")
+        heapq.heappush(self._heap, (at, kind, next(self._seq), job, version))
+
+    def _push_tick(self, at: float) -> None:
+        self._tick_at = at
+        self._push(at, _TICK)
+
+    def _note(self, kind: str, detail: str) -> None:
+        self.notes[kind] += 1
+        if len(self._note_samples) < _MAX_NOTE_SAMPLES:
+            self._note_samples.append(f"t={self.now:.0f}: {kind}: {detail}")
+
+    # -- job life cycle -------------------------------------------------------------------
+
+    def _arrive(self, job: SimJob) -> None:
+        if job.submitted:
+            raise SimulationError(f"job {job.id} submitted twice")
+        job.submitted = True
+        self._active[job.id] = job
+        self._pending[job] = None
+
+    def _start(self, job: SimJob, alloc: Alloc) -> None:
+        """Start (or restart) a run; the caller removes the job from the pending queue."""
+        now, cfg = self.now, self.cfg
+        if job.state is not JobState.PENDING:
+            raise SimulationError(f"job {job.id} started while {job.state.name}")
+        if now < job.trace.submit:
+            raise SimulationError(f"job {job.id} started at {now} before its submission")
+        if sum(g for _, g in alloc) != job.gpus:
+            raise SimulationError(f"job {job.id}: allocation {alloc} is not {job.gpus} GPUs")
+        self.cluster.take(alloc)
+        self._dirty_nodes.update(n for n, _ in alloc)
+        job.alloc, job.state, job.run_start = alloc, JobState.RUNNING, now
+        job.progress_from = now + (cfg.restart_delay_s if job.needs_delay else 0.0)
+        job.needs_delay = False
+        job.rate = job.rate_at(job.gpus)
+        if job.first_start is None:
+            job.first_start = now
+        left = job.total - job.done
+        finish = job.progress_from + (left / job.rate if left > 0 and job.rate > 0 else 0.0)
+        job.version += 1
+        self._push(finish, _FINISH, job, job.version)
+        job.planned_end = now + job.limit_at(job.gpus)
+        insort(self._ends, (job.planned_end, job.seq, job))
+        self._running[job] = None
+        job.view = job.view_static = None
+
+    def _stop(self, job: SimJob) -> None:
+        """End the current run: book progress, service and the interval; free the GPUs."""
+        now = self.now
+        job.done = job.done_at(now)
+        held = now - job.run_start
+        job.attained += job.gpus * held
+        self.busy_gpu_s += job.gpus * held
+        self._intervals.append(Interval(
+            job_id=job.trace.id, start=job.run_start, end=now, gpus=job.gpus,
+            nodes=tuple(node_name(n) for n, _ in job.alloc),
+            node_gpus=tuple(g for _, g in job.alloc)))
+        self.cluster.give(job.alloc)
+        self._dirty_nodes.update(n for n, _ in job.alloc)
+        i = bisect_left(self._ends, (job.planned_end, job.seq))
+        if i >= len(self._ends) or self._ends[i][2] is not job:
+            raise SimulationError(f"job {job.id} missing from the running set")
+        del self._ends[i]
+        del self._running[job]
+        job.alloc = ()
+        job.view = job.view_static = None
+
+    def _finish(self, job: SimJob) -> None:
+        if job.end is not None:
+            raise SimulationError(f"job {job.id} finished twice")
+        self._stop(job)
+        job.done = job.total
+        job.state, job.end = JobState.COMPLETED, self.now
+        del self._active[job.id]
+        assert job.first_start is not None
+        self._records[job.seq] = JobRecord(
+            job_id=job.trace.id, submit=job.trace.submit, start=job.first_start, end=self.now,
+            gpus=job.gpus, restarts=job.restarts, deadline=job.trace.deadline,
+            trace_gpus=job.trace.gpus, trace_duration=job.trace.duration)
+
+    def _requeue(self, job: SimJob) -> None:
+        job.last_rate, job.last_update = job.rate, self.now
+        self._stop(job)
+        job.state = JobState.PENDING
+        job.restarts += 1
+        job.needs_delay = True
+        job.version += 1  # its completion event is void
+        self._pending[job] = None
+        self._pending_sorted = False
+
+    # -- policy ---------------------------------------------------------------------------
+
+    def snapshot(self) -> ClusterSnapshot:
+        G, now = self.cfg.gpus_per_node, self.now
+        for n in self._dirty_nodes:
+            self._node_views[n] = node_view(n, G, G - self.cluster.free[n])
+        self._dirty_nodes.clear()
+        pending = tuple([j.pending_view(G) for j in self._queue_in_submit_order()])
+        # views.running_view, inlined: this loop is the simulator's hottest path.
+        new, put, cls = object.__new__, object.__setattr__, RunningView
+        running: list[JobView] = []
+        for j in self._running:
+            view = new(cls)
+            put(view, "__dict__", j.view_static or j.run_static())
+            put(view, "_now", now)
+            running.append(view)
+        return views.snapshot(now, pending, tuple(running), tuple(self._node_views))
+
+    def _queue_in_submit_order(self) -> Iterator[SimJob]:
+        if not self._pending_sorted:
+            self._pending = dict.fromkeys(sorted(self._pending, key=lambda j: j.seq))
+            self._pending_sorted = True
+        return iter(self._pending)
+
+    def _worth_deciding(self) -> bool:
+        """False when no decision could change anything, for a policy that declares what it
+        never does (`preempts = False`, `resizes = False`; undeclared means it might).
+
+        With nothing pending only a resize can matter. For a policy that only orders jobs, the
+        order matters only when at least two jobs are pending (or one with a GPU range) and one
+        of them can start now; a pure policy decides the same later, when it does matter.
+        """
+        if not self.cfg.skip_futile:
+            return True
+        if not self._pending:
+            return self._resizes
+        if self._preempts or self._resizes:
+            return True
+        if self.cluster.free_total == 0:
+            return False
+        if len(self._pending) == 1 and next(iter(self._pending)).min_gpus is None:
+            return False
+        tried: set[int] = set()
+        for job in self._pending:
+            g = job.min_gpus or job.gpus
+            if g not in tried:
+                if self.cluster.place(g) is not None:
+                    return True
+                tried.add(g)
+        return False
+
+    def _decide(self) -> None:
+        decision = self.policy.decide(self.snapshot())
+        self.decisions += 1
+        if not isinstance(decision, Decision):
+            raise SimulationError(f"policy {self.policy.name} returned {type(decision).__name__}")
+        self._apply(decision)
+        if self.cfg.tick_s > 0 and self._active:
+            self._push_tick(self.now + self.cfg.tick_s)
+
+    def _apply(self, d: Decision) -> None:
+        active = self._active
+        for p in d.preemptions:
+            job = active.get(p.job_id)
+            if job is None or job.state is not JobState.RUNNING:
+                self._note("preempt of a job not running", str(p.job_id))
+                continue
+            self._requeue(job)
+            self.preemptions += 1
+        for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
+            self._resize(r.job_id, r.gpus)
+        for old in self._ranked:
+            old.rank = None
+        ranked: list[SimJob] = []
+        for o in d.order:
+            job = active.get(o.job_id)
+            if job is None or job.state is not JobState.PENDING:
+                self._note("order for a job not pending", str(o.job_id))
+                continue
+            if job.rank is not None:
+                self._note("job ranked twice (first rank kept)", str(o.job_id))
+                continue
+            job.rank = (o.rank, job.seq)
+            ranked.append(job)
+            if o.gpus is not None and o.gpus != job.gpus:
+                self._set_gpus(job, o.gpus)
+        ranked.sort(key=lambda j: j.rank)  # type: ignore[arg-type, return-value]
+        self._ranked = ranked
+
+    def _gpus_of(self, job_id: JobId) -> int:
+        job = self._active.get(job_id)
+        return job.gpus if job else 0
+
+    def _clamp(self, job: SimJob, gpus: int, what: str) -> int | None:
+        rng = gpu_range(job, self.cfg.capacity)
+        if rng is None:
+            self._note(f"{what} for a job without a GPU range", f"{job.id} -> {gpus}")
+            return None
+        new = min(max(gpus, rng[0]), rng[1])
+        if new != gpus:
+            self._note(f"{what} clamped to the job's GPU range", f"{job.id}: {gpus} -> {new}")
+        return new
+
+    def _set_gpus(self, job: SimJob, gpus: int) -> None:
+        new = self._clamp(job, gpus, "GPU count")
+        if new is not None and new != job.gpus:
+            job.gpus = new
+            job.view = None
+
+    def _resize(self, job_id: JobId, gpus: int) -> None:
+        job = self._active.get(job_id)
+        if job is None or job.state is not JobState.RUNNING:
+            self._note("resize of a job not running", str(job_id))
+            return
+        if job.intent is None or not job.intent.elastic:
+            self._note("resize of a job that is not elastic", str(job_id))
+            return
+        new = self._clamp(job, gpus, "resize")
+        if new is None or new == job.gpus:
+            return
+        self.cluster.give(job.alloc)
+        alloc = self.cluster.place(new)
+        self.cluster.take(job.alloc)
+        if alloc is None:
+            self._note("resize does not fit", f"{job_id}: {job.gpus} -> {new}")
+            return
+        self._requeue(job)
+        del self._pending[job]
+        job.gpus = new
+        self._start(job, alloc)
+        self.resizes += 1
+
+    # -- scheduling -----------------------------------------------------------------------
+
+    def _priority_order(self) -> Iterator[SimJob]:
+        pending = JobState.PENDING
+        for job in self._ranked:
+            if job.state is pending:
+                yield job
+        for job in self._queue_in_submit_order():
+            if job.rank is None and job.state is pending:
+                yield job
+
+    def _schedule(self) -> None:
+        if not self._pending or self.cluster.free_total == 0:
+            return
+        started: list[SimJob] = []
+
+        def start(job: SimJob, alloc: Alloc) -> None:
+            self._start(job, alloc)
+            started.append(job)
+
+        if self.cfg.backfill and self.cfg.conservative:
+            conservative.schedule(self.now, self._priority_order(), self.cluster, self._ends,
+                                  start, max_test=self.cfg.bf_max_job_test)
+        else:
+            backfill.schedule(self.now, self._priority_order(), self.cluster, self._ends,
+                              start, backfill=self.cfg.backfill,
+                              max_test=self.cfg.bf_max_job_test, cache=self._reservations)
+        for job in started:
+            del self._pending[job]
+
+    # -- invariants -----------------------------------------------------------------------
+
+    def audit(self) -> None:
+        """Check the whole state (slow; `EngineConfig.audit` runs it after every event)."""
+        self.cluster.audit()
+        used = [0] * self.cfg.nodes
+        for job in self._running:
+            assert job.state is JobState.RUNNING and job.alloc, f"{job.id} bad running state"
+            assert sum(g for _, g in job.alloc) == job.gpus, f"{job.id} allocation != gpus"
+            for node, g in job.alloc:
+                used[node] += g
+        for node, u in enumerate(used):
+            if u > self.cfg.gpus_per_node or u != self.cfg.gpus_per_node - self.cluster.free[node]:
+                raise SimulationError(f"node {node}: {u} GPUs in use, free map says "
+                                      f"{self.cluster.free[node]} free")
+        assert len(self._ends) == len(self._running), "running set and end list differ"
+        for job in self._pending:
+            assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
+        assert len(self._pending) + len(self._running) == len(self._active), "active set drift"

@@ -1,0 +1,200 @@
+"""`slurm-rl evaluate --scenarios FILE.toml`: policies x traces x loads x seeds, into a folder.
+
+Writes results.json (every run's metrics), results.md (a table: mean over seeds) and plots
+(jct_cdf.png, deadline_vs_load.png, utilization.png). The TOML file:
+
+    [evaluate]
+    out = "eval-out"               # folder, relative to the TOML file (--out overrides)
+    policies = ["fifo", "sjf", "srtf-oracle", "tiresias"]
+    loads = [0.6, 0.8, 1.0]        # size the cluster per trace and load; or `nodes = 16`
+    gpus_per_node = 4
+    seeds = [0]
+
+    [engine]                       # any EngineConfig field but nodes, gpus_per_node, seed
+    tick_s = 60.0
+
+    [[trace]]
+    name = "cluster10"
+    path = "data:itp-deadline-cluster10.csv"   # data: = shipped with slurm-rl
+    format = "itp-deadline"
+    window = "0:2000"              # optional
+
+    [policy_options.tiresias]      # optional, per policy
+    promote_knob = 8.0
+
+Unknown keys are rejected with the list of valid ones.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import click
+
+from slurm_rl import policies
+from slurm_rl.sim import metrics
+from slurm_rl.sim.config import EngineConfig, from_table
+from slurm_rl.sim.runner import Sizing, load_jobs, offered_load, resolve_trace_path, simulate
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceSpec:
+    name: str
+    path: str
+    format: str
+    window: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class EvaluateSpec:
+    policies: tuple[str, ...]
+    out: str = "eval-out"
+    loads: tuple[float, ...] = ()
+    nodes: int | None = None
+    gpus_per_node: int = 4
+    seeds: tuple[int, ...] = (0,)
+    title: str = "Policy evaluation"
+
+    def __post_init__(self) -> None:
+        if bool(self.loads) == (self.nodes is not None):
+            raise ValueError("[evaluate] needs either loads = [...] or nodes = N")
+        unknown = [p for p in self.policies if p not in policies.names()]
+        if unknown:
+            raise ValueError(f"[evaluate] unknown policies {unknown} "
+                             f"(valid: {', '.join(policies.names())})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenarios:
+    evaluate: EvaluateSpec
+    traces: tuple[TraceSpec, ...]
+    engine: dict[str, Any] = field(default_factory=dict)
+    policy_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    base: Path = Path(".")
+
+
+def read_scenarios(path: Path) -> Scenarios:
+    with path.open("rb") as fh:
+        doc = tomllib.load(fh)
+    top = {"evaluate", "engine", "trace", "policy_options"}
+    unknown = sorted(set(doc) - top)
+    if unknown:
+        raise ValueError(f"{path}: unknown table(s) {', '.join(unknown)} "
+                         f"(valid: {', '.join(sorted(top))})")
+    ev = dict(doc.get("evaluate", {}))
+    for key in ("policies", "loads", "seeds"):
+        if key in ev:
+            ev[key] = tuple(ev[key])
+    spec = from_table(EvaluateSpec, ev, where="evaluate")
+    traces = tuple(from_table(TraceSpec, t, where="trace") for t in doc.get("trace", []))
+    if not traces:
+        raise ValueError(f"{path}: no [[trace]] tables")
+    engine = dict(doc.get("engine", {}))
+    reserved = {"nodes", "gpus_per_node", "seed"} & set(engine)
+    if reserved:
+        raise ValueError(f"[engine] may not set {', '.join(sorted(reserved))} "
+                         "(use [evaluate] nodes/loads, gpus_per_node, seeds)")
+    from_table(EngineConfig, {**engine, "nodes": 1, "gpus_per_node": 1}, where="engine")
+    return Scenarios(evaluate=spec, traces=traces, engine=engine,
+                     policy_options=dict(doc.get("policy_options", {})), base=path.parent)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task:
+    trace: TraceSpec
+    trace_path: str
+    policy: str
+    seed: int
+    load: float | None
+    nodes: int | None
+    gpus_per_node: int
+    engine: dict[str, Any]
+    policy_options: dict[str, Any]
+
+
+def run_task(task: Task) -> dict[str, Any]:
+    """One run; returns its summary plus what the plots need (JCTs, a utilisation series)."""
+    jobs = load_jobs(task.trace_path, task.trace.format, task.trace.window)
+    sizing = Sizing(gpus_per_node=task.gpus_per_node, nodes=task.nodes, load=task.load)
+    engine = from_table(EngineConfig, {**task.engine, "nodes": 1,
+                                       "gpus_per_node": task.gpus_per_node})
+    result = simulate(jobs, task.policy, sizing, engine=engine, seed=task.seed,
+                      policy_options=task.policy_options)
+    out = metrics.summary(result)
+    out.update(trace=task.trace.name, target_load=task.load,
+               offered_load=offered_load(jobs, result.config.nodes, task.gpus_per_node),
+               oracle=task.policy in policies.ORACLES)
+    times, util = metrics.utilization_series(result, points=300)
+    out["_jct"] = sorted(j.end - j.submit for j in result.jobs)
+    out["_util"] = (times, util)
+    return out
+
+
+def plan(sc: Scenarios) -> list[Task]:
+    ev = sc.evaluate
+    sizes: list[tuple[float | None, int | None]] = (
+        [(load, None) for load in ev.loads] if ev.loads else [(None, ev.nodes)])
+    return [
+        Task(trace=t, trace_path=str(resolve_trace_path(t.path, sc.base)), policy=p, seed=s,
+             load=load, nodes=nodes, gpus_per_node=ev.gpus_per_node, engine=sc.engine,
+             policy_options=sc.policy_options.get(p, {}))
+        for t in sc.traces for load, nodes in sizes for p in ev.policies for s in ev.seeds
+    ]
+
+
+def run_all(tasks: list[Task], workers: int, progress: bool = True) -> list[dict[str, Any]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+
+    results: list[dict[str, Any]] = []
+    columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, disable=not progress, transient=False) as bar:
+        job = bar.add_task("simulating", total=len(tasks))
+        if workers <= 1:
+            for task in tasks:
+                bar.update(job, description=f"{task.trace.name} {task.policy} "
+                                            f"load={task.load} seed={task.seed}")
+                results.append(run_task(task))
+                bar.advance(job)
+        else:
+            with ProcessPoolExecutor(max_workers=workers) as pool:
+                for res in pool.map(run_task, tasks):
+                    results.append(res)
+                    bar.advance(job)
+    return results
+
+
+@click.command("evaluate")
+@click.option("--scenarios", "scenarios_path", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
+              help="Output folder (default: [evaluate] out, relative to the TOML file).")
+@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Runs in parallel (processes).")
+@click.option("--no-progress", is_flag=True, help="No progress bar.")
+def evaluate(scenarios_path: Path, out_dir: Path | None, workers: int, no_progress: bool) -> None:
+    """Run policies x traces x loads x seeds; write a Markdown table, JSON and plots."""
+    from slurm_rl.sim import report
+
+    try:
+        sc = read_scenarios(scenarios_path)
+    except (ValueError, tomllib.TOMLDecodeError, TypeError) as exc:
+        raise click.ClickException(f"{scenarios_path}: {exc}") from None
+    out = out_dir or (sc.base / sc.evaluate.out)
+    out.mkdir(parents=True, exist_ok=True)
+    results = run_all(plan(sc), workers, progress=not no_progress)
+    runs = [{k: v for k, v in r.items() if not k.startswith("_")} for r in results]
+    (out / "results.json").write_text(json.dumps(
+        {"scenarios": str(scenarios_path), "title": sc.evaluate.title, "runs": runs},
+        indent=2) + "\n")
+    table = report.markdown_table(runs, sc.evaluate.title)
+    (out / "results.md").write_text(table)
+    written = report.plots(results, out)
+    click.echo(table)
+    click.echo(f"wrote {out / 'results.md'}, {out / 'results.json'}, "
+               + ", ".join(str(p) for p in written))

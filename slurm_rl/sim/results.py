@@ -1,0 +1,55 @@
+"""What a simulation returns: per-job records, per-run intervals, counters."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from slurm_rl.sim.config import EngineConfig
+
+
+class SimulationError(RuntimeError):
+    """An invariant broke or the run can not go on."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JobRecord:
+    job_id: str
+    submit: float
+    start: float
+    end: float
+    gpus: int
+    """GPU count at the end."""
+    restarts: int
+    deadline: float | None
+    trace_gpus: int
+    trace_duration: float
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Interval:
+    """One contiguous run of a job at a fixed GPU count."""
+
+    job_id: str
+    start: float
+    end: float
+    gpus: int
+    nodes: tuple[str, ...]
+    node_gpus: tuple[int, ...]
+    """GPUs on each of `nodes`."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimResult:
+    policy: str
+    config: EngineConfig
+    jobs: tuple[JobRecord, ...]
+    """In submit order."""
+    intervals: tuple[Interval, ...]
+    dropped: int
+    """Trace jobs larger than the cluster, never submitted."""
+    decisions: int
+    preemptions: int
+    resizes: int
+    notes: dict[str, int]
+    note_samples: tuple[str, ...]
+    wall_s: float

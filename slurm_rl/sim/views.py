@@ -1,0 +1,199 @@
+"""Building the core views cheaply: snapshots are rebuilt at every event for every active job,
+which is the simulator's hottest path.
+
+Two tricks, both checked at import against the real constructors: `fast` fills a frozen
+dataclass's __dict__ without running its generated __init__ (about 6x cheaper), and a running
+job's view is a `RunningView`, a JobView whose time-dependent fields are computed on first read
+from the run's parameters frozen at snapshot time (a policy that never reads them never pays).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView, NodeState, NodeView, Progress
+
+_new = object.__new__
+_set = object.__setattr__
+
+
+def fast(cls: type, values: dict[str, Any]) -> Any:
+    """Build a plain frozen dataclass from `values`, which must name every field."""
+    obj: Any = _new(cls)
+    obj.__dict__.update(values)
+    return obj
+
+
+def defaults(cls: type) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.default is not dataclasses.MISSING:
+            out[f.name] = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            out[f.name] = f.default_factory()
+    return out
+
+
+JOB_DEFAULTS = defaults(JobView)
+NODE_DEFAULTS = defaults(NodeView)
+_JOB_FIELDS = tuple(f.name for f in dataclasses.fields(JobView))
+
+
+class Run(NamedTuple):
+    """A run's parameters, fixed from its start to its end."""
+
+    run_start: float
+    progress_from: float
+    """run_start plus any restart delay: no progress before this."""
+    rate: float
+    """Steps per second."""
+    done: float
+    """Steps done at the run's start."""
+    attained: float
+    """GPU-seconds received before this run."""
+    gpus: int
+    total: float
+    steps_total: int | None
+    """The trace's iteration count (None: the job reports no progress)."""
+
+
+def _done(run: Run, now: float) -> float:
+    if now > run.progress_from:
+        return min(run.total, run.done + (now - run.progress_from) * run.rate)
+    return run.done
+
+
+def _attained(run: Run, now: float) -> float:
+    return run.attained + run.gpus * (now - run.run_start)
+
+
+def _oracle(run: Run, now: float) -> float:
+    left = run.total - _done(run, now)
+    delay_left = max(0.0, run.progress_from - now)
+    return delay_left + (left / run.rate if run.rate > 0 else 0.0)
+
+
+def _progress(run: Run, now: float) -> Progress | None:
+    if not run.steps_total:
+        return None
+    return fast(Progress, {"steps_done": int(_done(run, now)), "steps_total": run.steps_total,  # type: ignore[no-any-return]
+                           "rate": run.rate, "updated_at": now})
+
+
+def _predicted(run: Run, now: float) -> float | None:
+    if not run.steps_total or run.rate <= 0:
+        return None
+    return (run.total - _done(run, now)) / run.rate
+
+
+def _lazy(name: str, compute: Callable[[Run, float], Any]) -> property:
+    def get(self: RunningView) -> Any:
+        d = self.__dict__
+        if name in d:  # set explicitly (dataclasses.replace builds through __init__)
+            return d[name]
+        return compute(d["_run"], self._now)
+
+    def put(self: RunningView, value: Any) -> None:  # reached only from JobView.__init__
+        if "_run" in self.__dict__:
+            raise AttributeError(f"cannot assign to field {name!r}")
+        self.__dict__[name] = value
+
+    return property(get, put, doc=f"{name} at the snapshot's time, computed when read")
+
+
+class RunningView(JobView):
+    """A running job's JobView, cheap to build: every view of one run shares that run's dict of
+    fixed fields (never written), and the snapshot time sits in a slot. attained_gpu_s,
+    oracle_remaining_s, progress and predicted_remaining_s are computed from the run's
+    parameters when read. Compares equal to a plain JobView with the same values."""
+
+    __slots__ = ("_now",)
+    _now: float
+
+    attained_gpu_s = _lazy("attained_gpu_s", _attained)  # type: ignore[assignment]
+    oracle_remaining_s = _lazy("oracle_remaining_s", _oracle)  # type: ignore[assignment]
+    progress = _lazy("progress", _progress)  # type: ignore[assignment]
+    predicted_remaining_s = _lazy("predicted_remaining_s", _predicted)  # type: ignore[assignment]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JobView):
+            return NotImplemented
+        return all(getattr(self, f) == getattr(other, f) for f in _JOB_FIELDS)
+
+    __hash__ = JobView.__hash__
+
+
+def running_view(static: dict[str, Any], now: float) -> JobView:
+    """`static`: the run's fixed fields plus '_run' (a Run); shared, never copied."""
+    view = _new(RunningView)
+    _set(view, "__dict__", static)
+    _set(view, "_now", now)
+    return view  # type: ignore[no-any-return]
+
+
+class SimSnapshot(ClusterSnapshot):
+    """A ClusterSnapshot whose `pending` and `running` are the tuples the engine already has
+    (the base class filters every job through JobState.is_pending on each call)."""
+
+    __slots__ = ("_pending", "_running")
+    _pending: tuple[JobView, ...]
+    _running: tuple[JobView, ...]
+
+    @property
+    def pending(self) -> tuple[JobView, ...]:
+        return self._pending
+
+    @property
+    def running(self) -> tuple[JobView, ...]:
+        return self._running
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ClusterSnapshot):
+            return NotImplemented
+        return (self.time, self.jobs, self.nodes) == (other.time, other.jobs, other.nodes)
+
+    __hash__ = ClusterSnapshot.__hash__
+
+
+def snapshot(time: float, pending: tuple[JobView, ...], running: tuple[JobView, ...],
+             nodes: tuple[NodeView, ...]) -> ClusterSnapshot:
+    snap = _new(SimSnapshot)
+    _set(snap, "__dict__", {"time": time, "jobs": pending + running, "nodes": nodes})
+    _set(snap, "_pending", pending)
+    _set(snap, "_running", running)
+    return snap  # type: ignore[no-any-return]
+
+
+def node_view(index: int, gpus_total: int, gpus_alloc: int) -> NodeView:
+    state = (NodeState.IDLE if gpus_alloc == 0 else
+             NodeState.ALLOCATED if gpus_alloc >= gpus_total else NodeState.MIXED)
+    return fast(NodeView, {  # type: ignore[no-any-return]
+        **NODE_DEFAULTS, "name": node_name(index), "state": state,
+        "gpus_total": gpus_total, "gpus_alloc": gpus_alloc})
+
+
+def node_name(index: int) -> str:
+    """node1, node2, ... as in the test cluster's NodeName=node[1-4]."""
+    return f"node{index + 1}"
+
+
+def _probe() -> None:
+    """Fail loudly if the core types stop being plain frozen dataclasses."""
+    samples: list[tuple[type, dict[str, Any]]] = [
+        (Progress, {"steps_done": 1, "steps_total": 2, "rate": 0.5, "updated_at": 3.0}),
+        (JobView, {**JOB_DEFAULTS, "id": JobId("1"), "state": JobState.RUNNING,
+                   "submit_time": 0.0, "gpus": 1}),
+        (NodeView, {**NODE_DEFAULTS, "name": "node1", "state": NodeState.IDLE,
+                    "gpus_total": 4}),
+    ]
+    samples.append((ClusterSnapshot, {"time": 0.0, "jobs": (), "nodes": ()}))
+    for cls, values in samples:
+        if hasattr(cls, "__slots__") or hasattr(cls, "__post_init__") or \
+                fast(cls, values) != cls(**values):
+            raise ImportError(f"slurm_rl.core.{cls.__name__} is no longer a plain frozen "
+                              "dataclass; slurm_rl.sim.views must be updated")
+
+
+_probe()

@@ -1,0 +1,43 @@
+"""Helpers for the simulator tests (imported as `sim_helpers`): traces, test-only policies."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from slurm_rl.core import ClusterSnapshot, Decision
+from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
+from slurm_rl.sim.engine import SimResult, Simulator
+from slurm_rl.sim.trace import TraceJob
+
+EXACT_LIMITS = TimeLimitEstimate(factor=1.0, round_up_s=0.0, min_s=0.0)
+"""Time limit = duration: planning with true durations."""
+
+
+def job(i: int | str, submit: float, duration: float, gpus: int = 1, **kw: object) -> TraceJob:
+    return TraceJob(id=str(i), submit=submit, duration=duration, gpus=gpus, **kw)  # type: ignore[arg-type]
+
+
+def run(jobs: Sequence[TraceJob], policy: object, nodes: int = 1, gpus_per_node: int = 4,
+        **cfg: object) -> SimResult:
+    config = EngineConfig(nodes=nodes, gpus_per_node=gpus_per_node, audit=True, **cfg)  # type: ignore[arg-type]
+    return Simulator(jobs, policy, config).run()  # type: ignore[arg-type]
+
+
+def by_id(result: SimResult) -> dict[str, tuple[float, float]]:
+    """job id -> (start, end)."""
+    return {r.job_id: (r.start, r.end) for r in result.jobs}
+
+
+@dataclass
+class FakePolicy:
+    """A test-only policy: `fn(snapshot) -> Decision` (default: no opinion), recording every
+    snapshot it sees."""
+
+    fn: Callable[[ClusterSnapshot], Decision] | None = None
+    name: str = "fake"
+    seen: list[ClusterSnapshot] = field(default_factory=list)
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        self.seen.append(snapshot)
+        return self.fn(snapshot) if self.fn else Decision(policy=self.name)

@@ -1,0 +1,39 @@
+"""Conservative backfill (every examined job gets a reservation, as slurmctld's backfill does)
+against EASY (only the top blocked job is protected), worked by hand.
+
+Two nodes of 4 GPUs, FIFO order, time limits equal to run times:
+
+    job  submit  GPUs  runs
+    A      0      4    100    node1 until 100
+    B      0      3     20    node2 until 20 (1 GPU free there)
+    C      1      8     10    both nodes: blocked until A ends -> reserved [100, 110)
+    D      2      4     30    blocked; conservative: reserved on node2 [20, 50)
+    E      5      1     90    EASY: 5 + 90 <= 100 (C's shadow) -> backfills now on node2,
+                              which then keeps D from starting until after C.
+                              Conservative: E on node2 would overlap D's reservation, node1 is
+                              busy, and after D it would overlap C's -> E waits for C.
+"""
+
+from __future__ import annotations
+
+from sim_helpers import by_id, job, run
+
+from slurm_rl.policies import make
+
+JOBS = [job("A", 0, 100, 4, time_limit_s=100), job("B", 0, 20, 3, time_limit_s=20),
+        job("C", 1, 10, 8, time_limit_s=10), job("D", 2, 30, 4, time_limit_s=30),
+        job("E", 5, 90, 1, time_limit_s=90)]
+
+
+def test_easy_protects_only_the_top_job() -> None:
+    got = by_id(run(JOBS, make("fifo"), nodes=2, gpus_per_node=4))
+    assert got["E"] == (5, 95)
+    assert got["C"] == (100, 110)
+    assert got["D"] == (110, 140)
+
+
+def test_conservative_protects_every_examined_job() -> None:
+    got = by_id(run(JOBS, make("fifo"), nodes=2, gpus_per_node=4, conservative=True))
+    assert got["D"] == (20, 50)
+    assert got["C"] == (100, 110)
+    assert got["E"] == (110, 200)

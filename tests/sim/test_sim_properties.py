@@ -1,0 +1,232 @@
+"""Hypothesis properties of the engine, under every registered policy and under a chaotic fake
+that reorders, resizes and preempts at random."""
+
+from __future__ import annotations
+
+import random
+from collections import defaultdict
+from dataclasses import dataclass
+from unittest.mock import patch
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from slurm_rl import policies
+from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, Preempt, Resize
+from slurm_rl.sim import backfill
+from slurm_rl.sim.cluster import Cluster
+from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
+from slurm_rl.sim.engine import SimResult, Simulator
+from slurm_rl.sim.jobs import SimJob
+from slurm_rl.sim.trace import TraceJob
+
+MODELS = (None, "resnet50", "bert", "vgg16", "unknown-model")
+SETTINGS = settings(max_examples=25, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
+
+
+@dataclass
+class Chaos:
+    """Test-only: random ranks and GPU counts, random requeues and resizes, seeded by the
+    snapshot (so the same snapshot gives the same decision)."""
+
+    name: str = "chaos"
+    p_preempt: float = 0.15
+    p_resize: float = 0.3
+
+    def decide(self, s: ClusterSnapshot) -> Decision:
+        rng = random.Random(int(s.time * 1000) * 7919 + len(s.jobs))
+        pending = list(s.pending)
+        rng.shuffle(pending)
+        order = tuple(JobOrder(job_id=j.id, rank=rng.randint(0, 3),
+                               gpus=rng.choice([None, 1, 2, 3, 4, 8, 100]))
+                      for j in pending if rng.random() < 0.8)
+        pre = tuple(Preempt(job_id=j.id) for j in s.running if rng.random() < self.p_preempt)
+        res = tuple(Resize(job_id=j.id, gpus=rng.randint(1, 9)) for j in s.running
+                    if rng.random() < self.p_resize)
+        return Decision(policy=self.name, order=order, preemptions=pre, resizes=res)
+
+
+@dataclass
+class Clock:
+    """Wraps a policy; checks the snapshot clock never goes back."""
+
+    inner: object
+    last: float = float("-inf")
+
+    @property
+    def name(self) -> str:
+        return self.inner.name  # type: ignore[attr-defined, no-any-return]
+
+    def decide(self, s: ClusterSnapshot) -> Decision:
+        assert s.time >= self.last, f"clock went back: {self.last} -> {s.time}"
+        self.last = s.time
+        return self.inner.decide(s)  # type: ignore[attr-defined, no-any-return]
+
+
+@st.composite
+def traces(draw: st.DrawFn, max_jobs: int = 14) -> list[TraceJob]:
+    n = draw(st.integers(1, max_jobs))
+    out = []
+    for i in range(n):
+        gpus = draw(st.sampled_from([1, 1, 1, 2, 3, 4, 8]))
+        ranged = draw(st.booleans())
+        steps = draw(st.one_of(st.none(), st.integers(1, 5000)))
+        out.append(TraceJob(
+            id=f"j{i}", submit=float(draw(st.integers(0, 300))),
+            duration=float(draw(st.integers(0, 200))), gpus=gpus,
+            time_limit_s=draw(st.one_of(st.none(), st.sampled_from([1.0, 50.0, 500.0]))),
+            deadline=draw(st.one_of(st.none(), st.floats(0, 600))),
+            total_steps=steps, model=draw(st.sampled_from(MODELS)) if steps else None,
+            gpus_min=1 if ranged else None, gpus_max=draw(st.integers(1, 8)) if ranged else None,
+            elastic=ranged and draw(st.booleans())))
+    return out
+
+
+def simulate(jobs: list[TraceJob], policy: object, nodes: int, per_node: int,
+             **cfg: object) -> SimResult:
+    config = EngineConfig(nodes=nodes, gpus_per_node=per_node, audit=True, tick_s=25,
+                          restart_delay_s=7, **cfg)  # type: ignore[arg-type]
+    return Simulator(jobs, Clock(policy), config).run()  # type: ignore[arg-type]
+
+
+def check_invariants(jobs: list[TraceJob], r: SimResult, per_node: int) -> None:
+    capacity = r.config.capacity
+    def need(j: TraceJob) -> int:  # the smallest count a job may run at
+        if j.gpus_min is not None:
+            return j.gpus_min
+        return min(j.gpus, j.gpus_max) if j.gpus_max is not None else j.gpus
+
+    kept = [j for j in jobs if need(j) <= capacity]
+    assert len(r.jobs) == len(kept) and r.dropped == len(jobs) - len(kept)
+    assert [x.job_id for x in r.jobs] == [j.id for j in sorted(kept, key=lambda j: j.submit)]
+    runs = defaultdict(list)
+    for iv in r.intervals:
+        assert iv.end >= iv.start
+        runs[iv.job_id].append(iv)
+    for rec in r.jobs:  # starts after submission, ends once, runs never overlap
+        assert rec.submit <= rec.start <= rec.end
+        ivs = runs[rec.job_id]
+        assert ivs[0].start == rec.start and ivs[-1].end == rec.end
+        assert all(a.end <= b.start for a, b in zip(ivs, ivs[1:], strict=False))
+        assert len(ivs) == rec.restarts + 1
+        if rec.restarts == 0 and rec.gpus == rec.trace_gpus:
+            assert rec.end - rec.start == pytest.approx(rec.trace_duration)
+    # GPUs in use never exceed any node's capacity (sweep over the intervals).
+    events: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    for iv in r.intervals:
+        if iv.end == iv.start:
+            continue  # holds nothing for any time
+        assert sum(iv.node_gpus) == iv.gpus
+        for node, g in zip(iv.nodes, iv.node_gpus, strict=True):
+            events[node] += [(iv.start, g), (iv.end, -g)]
+    for node, evs in events.items():
+        used = 0
+        for _, delta in sorted(evs, key=lambda e: (e[0], e[1])):  # frees before takes
+            used += delta
+            assert 0 <= used <= per_node, f"{node}: {used} GPUs in use"
+
+
+@SETTINGS
+@given(traces(), st.integers(1, 3), st.sampled_from([1, 2, 4]))
+def test_invariants_under_chaos(jobs: list[TraceJob], nodes: int, per_node: int) -> None:
+    r = simulate(jobs, Chaos(), nodes, per_node)
+    check_invariants(jobs, r, per_node)
+
+
+@pytest.mark.parametrize("name", policies.names())
+@SETTINGS
+@given(traces(), st.integers(1, 3), st.sampled_from([2, 4]))
+def test_invariants_under_each_policy(name: str, jobs: list[TraceJob], nodes: int,
+                                      per_node: int) -> None:
+    r = simulate(jobs, policies.make(name), nodes, per_node)
+    check_invariants(jobs, r, per_node)
+
+
+@SETTINGS
+@given(traces(), st.integers(0, 3))
+def test_same_seed_same_result(jobs: list[TraceJob], seed: int) -> None:
+    runs = [simulate(jobs, Chaos(), 2, 4, seed=seed, elastic_fraction=0.5) for _ in range(2)]
+    assert runs[0].jobs == runs[1].jobs and runs[0].intervals == runs[1].intervals
+    assert runs[0].notes == runs[1].notes
+
+
+@pytest.mark.parametrize("name", [*policies.names(), "chaos-without-preemption"])
+@SETTINGS
+@given(traces(max_jobs=8))
+def test_without_contention_jct_is_the_duration(name: str, jobs: list[TraceJob]) -> None:
+    # One 8-GPU node per job: nothing ever waits, so no policy has a reason to act.
+    jobs = [TraceJob(id=j.id, submit=j.submit, duration=j.duration, gpus=j.gpus,
+                     deadline=j.deadline, total_steps=j.total_steps, model=j.model)
+            for j in jobs]
+    policy = Chaos(p_preempt=0, p_resize=0) if name.startswith("chaos") else policies.make(name)
+    r = simulate(jobs, policy, nodes=len(jobs), per_node=8)
+    for rec in r.jobs:
+        assert rec.start == rec.submit
+        assert rec.end - rec.submit == pytest.approx(rec.trace_duration)
+
+
+@SETTINGS
+@given(traces(), st.integers(1, 3))
+def test_skipping_futile_calls_changes_nothing(jobs: list[TraceJob], nodes: int) -> None:
+    class Declared:
+        preempts = resizes = False
+
+        def __init__(self, name: str) -> None:
+            self.inner = policies.make(name)
+            self.name = name
+
+        def decide(self, s: ClusterSnapshot) -> Decision:
+            return self.inner.decide(s)
+
+    for name in ("fifo", "edf", "sjf-oracle"):
+        a = simulate(jobs, policies.make(name), nodes, 4)
+        b = simulate(jobs, Declared(name), nodes, 4)
+        assert a.jobs == b.jobs and a.intervals == b.intervals
+
+
+@SETTINGS
+@given(traces(), st.integers(1, 3), st.sampled_from([1, 2, 4]))
+def test_backfill_never_delays_the_reserved_job(jobs: list[TraceJob], nodes: int,
+                                                per_node: int) -> None:
+    """fifo, limits = run times (so plans come true): the top blocked job starts no later than
+    the reservation made when it first blocked."""
+    jobs = [TraceJob(id=j.id, submit=j.submit, duration=j.duration, gpus=j.gpus) for j in jobs]
+    promised: dict[str, float] = {}
+    real = backfill.reservation
+
+    def spy(now: float, top: SimJob, cluster: Cluster, ends: backfill.Ends
+            ) -> tuple[float, list[int]]:
+        shadow, spare = real(now, top, cluster, ends)
+        promised.setdefault(top.trace.id, shadow)
+        return shadow, spare
+
+    with patch.object(backfill, "reservation", spy):
+        r = simulate(jobs, policies.make("fifo"), nodes, per_node,
+                     time_limit=TimeLimitEstimate(factor=1, round_up_s=0, min_s=0))
+    starts = {rec.job_id: rec.start for rec in r.jobs}
+    for job_id, shadow in promised.items():
+        assert starts[job_id] <= shadow
+
+
+@SETTINGS
+@given(traces(), st.integers(1, 2))
+def test_oracle_remaining_is_the_true_remaining_time(jobs: list[TraceJob], nodes: int) -> None:
+    seen: list[ClusterSnapshot] = []
+    fifo = policies.make("fifo")
+
+    class Spy:
+        name = "spy"
+
+        def decide(self, s: ClusterSnapshot) -> Decision:
+            seen.append(s)
+            return fifo.decide(s)
+
+    r = simulate(jobs, Spy(), nodes, 4)
+    end = {rec.job_id: rec.end for rec in r.jobs}
+    for s in seen:
+        for j in s.running:  # fifo never stops a job: it ends when the oracle says
+            assert j.oracle_remaining_s is not None
+            assert s.time + j.oracle_remaining_s == pytest.approx(end[j.name])
+            assert j.attained_gpu_s == pytest.approx(j.gpus * (s.time - (j.start_time or 0)))
