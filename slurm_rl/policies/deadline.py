@@ -36,7 +36,7 @@ import bisect
 import itertools
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
 from slurm_rl.policies._common import (
@@ -99,6 +99,9 @@ class _Starts:
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
+    # Declared for the simulator: it may skip decide() calls that could not change anything.
+    preempts: ClassVar[bool] = False
+    resizes: ClassVar[bool] = False
     min_gain: float = 0.2
     """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
 

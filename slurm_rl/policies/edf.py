@@ -8,7 +8,7 @@ changes GPU counts. Reads: intent.deadline, submit_time, id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies._common import (
@@ -30,6 +30,9 @@ def deadline_of(job: JobView) -> float | None:
 @dataclass(frozen=True, kw_only=True)
 class Edf:
     name: str = field(default=NAME, init=False)
+    # Declared for the simulator: it may skip decide() calls that could not change anything.
+    preempts: ClassVar[bool] = False
+    resizes: ClassVar[bool] = False
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         now = snapshot.time

@@ -9,7 +9,7 @@ follow in submit order. Non-preemptive; never changes GPU counts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies._common import build, fmt_dur, managed_pending, orders, submit_key
@@ -20,6 +20,9 @@ NAME = "sjf-oracle"
 @dataclass(frozen=True, kw_only=True)
 class SjfOracle:
     name: str = field(default=NAME, init=False)
+    # Declared for the simulator: it may skip decide() calls that could not change anything.
+    preempts: ClassVar[bool] = False
+    resizes: ClassVar[bool] = False
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         jobs = managed_pending(snapshot)

@@ -11,7 +11,7 @@ order) and are never preempted. Never changes GPU counts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies._common import (
@@ -36,6 +36,8 @@ def _rem(job: JobView) -> float:
 @dataclass(frozen=True, kw_only=True)
 class SrtfOracle:
     name: str = field(default=NAME, init=False)
+    # Declared for the simulator: it may skip decide() calls that could not change anything.
+    resizes: ClassVar[bool] = False
     margin_s: float = 0.0
     """Preempt a running job only if its true remaining time exceeds the pending job's by more
     than this (0: textbook SRTF)."""

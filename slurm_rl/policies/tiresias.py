@@ -22,7 +22,7 @@ Never changes GPU counts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
 from slurm_rl.policies._common import (
@@ -42,6 +42,8 @@ NAME = "tiresias"
 @dataclass(frozen=True, kw_only=True)
 class Tiresias:
     name: str = field(default=NAME, init=False)
+    # Declared for the simulator: it may skip decide() calls that could not change anything.
+    resizes: ClassVar[bool] = False
     thresholds: tuple[float, ...] = (3600.0,)
     """Queue limits on attained GPU-seconds, ascending; len(thresholds) + 1 queues."""
     promote_knob: float = 8.0
