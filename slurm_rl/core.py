@@ -9,11 +9,23 @@ real cluster, trace seconds in the simulator.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import NewType, Protocol
 
 JobId = NewType("JobId", str)
 NodeName = NewType("NodeName", str)
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+@lru_cache(maxsize=1 << 16)
+def id_key(job_id: str) -> tuple[tuple[int, str], ...]:
+    """Natural sort key for Slurm job ids: "9" < "10" < "10_2" < "10_10".
+
+    Cached: the same ids are sorted every daemon cycle and every simulator decision."""
+    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in _DIGITS.split(job_id) if p)
 
 
 class JobState(enum.Enum):

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from slurm_rl.config import Actuation
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
 
@@ -204,11 +204,11 @@ def plan_changes(
     changes: list[Change] = []
     # Highest value first: if a cycle is cut short, the jobs that run next are already right.
     for value in sorted(by_value, reverse=True):
-        for ids in _chunks(sorted(by_value[value], key=_id_key), max_ids):
+        for ids in _chunks(sorted(by_value[value], key=id_key), max_ids):
             changes.append(Change(kind=action_kind(mode), job_ids=ids,
                                   fields=((update_field(mode), str(value)),)))
     for fields in sorted(by_gpus):
-        for ids in _chunks(sorted(by_gpus[fields], key=_id_key), max_ids):
+        for ids in _chunks(sorted(by_gpus[fields], key=id_key), max_ids):
             changes.append(Change(kind=ActionKind.TRES_PER_NODE, job_ids=ids, fields=fields))
     return Plan(changes=tuple(changes), skipped=tuple(skipped), unchanged=unchanged)
 
@@ -239,13 +239,6 @@ def _gpu_fields(job: JobView, total: int, node_cap: int) -> tuple[tuple[str, str
 def _chunks(ids: list[JobId], size: int) -> Iterable[tuple[JobId, ...]]:
     for i in range(0, len(ids), size):
         yield tuple(ids[i:i + size])
-
-
-_NUM = re.compile(r"(\d+)")
-
-
-def _id_key(job_id: str) -> tuple[int | str, ...]:
-    return tuple(int(p) if p.isdigit() else p for p in _NUM.split(job_id) if p)
 
 
 # --- running ----------------------------------------------------------------------------------

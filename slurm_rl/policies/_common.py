@@ -9,14 +9,13 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from slurm_rl import perfmodel
-from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, Preempt
+from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, Preempt, id_key
 
 # --- options ---------------------------------------------------------------------------------
 
@@ -34,14 +33,6 @@ def build(cls: type[T], options: dict[str, Any]) -> T:
 
 
 # --- ordering --------------------------------------------------------------------------------
-
-_DIGITS = re.compile(r"(\d+)")
-
-
-def id_key(job_id: str) -> tuple[tuple[int, str], ...]:
-    """Natural sort key for Slurm job ids: "9" < "10" < "10_2" < "10_10"."""
-    return tuple((int(p), "") if p.isdigit() else (-1, p) for p in _DIGITS.split(job_id) if p)
-
 
 def submit_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
     """Slurm's default order: submit time, ties by job id."""
