@@ -2,12 +2,19 @@
 
 A window of an ITP trace is time-compressed into `sleep` jobs (a few minutes in all, heavy
 contention on 4 nodes x 4 GPUs), submitted with rlsbatch at their compressed submit times while
-`slurm-rl daemon` runs with a policy, and read back from Slurm (start/end, 1 s resolution). The
-simulator then runs the same jobs with the real submit times, the daemon's cycle as its policy
-tick, and the jobs' Slurm time limits for backfill. Reported: Kendall tau-b of start times and
-the per-job JCT error, per policy. Needs the test cluster (docker/cluster up, SLURM_CONF set).
+`slurm-rl daemon` runs with a policy. slurmctld runs at debug level for the replay (scontrol
+setdebug, restored afterwards), so its log says, to the millisecond, when each job was accepted,
+started and completed and when its main and backfill schedulers ran. The simulator then runs
+the same jobs with what a model of this cluster may know: submit instants, each job's run time
+as Slurm saw it, the 5-minute time limits, conservative backfill with whole-node reservations,
+cons_tres placement, the scheduler cycle instants and the daemon's cycle phase and delay; not
+which job any scheduler started. Reported per policy: Kendall tau-b of start times (at Slurm's
+whole-second resolution) and the per-job JCT error. Needs the test cluster (docker/cluster up,
+SLURM_CONF set); --resim runs the simulator again on a saved replay, with parts of the model
+switched off.
 
-    .venv/bin/python benchmarks/sim_to_real.py --policies fifo,deadline --out docs/sim-to-real.md
+    .venv/bin/python benchmarks/sim_to_real.py --policies fifo,deadline --raw docs/sim-to-real.json
+    .venv/bin/python benchmarks/sim_to_real.py --resim docs/sim-to-real.json --no-slurm-timing
 """
 
 from __future__ import annotations
@@ -17,14 +24,18 @@ import csv
 import json
 import math
 import os
+import re
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from datetime import datetime
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import Simulator
@@ -32,7 +43,11 @@ from slurm_rl.sim.trace import TraceJob
 from slurm_rl.slurm.parse import parse_time
 
 BIN = Path(sys.executable).parent
-NODES, GPUS_PER_NODE = 4, 4
+NODES, GPUS_PER_NODE, CPUS_PER_NODE = 4, 4, 8
+RELEASE_S = 0.015
+"""Time from slurmctld's "_job_complete ... done" line to the job's resources being free: the
+REQUEST_TERMINATE_JOB round trip to slurmd (15 ms at debug2 level on the test cluster). A main
+scheduler run 4 ms after a completion did not see that job's node free."""
 TIME_LIMIT_MIN = 5
 
 
@@ -82,12 +97,58 @@ def compressed_workload(trace: str, start: int, count: int, median_s: float, min
 
 @dataclass(frozen=True, kw_only=True)
 class RealJob:
+    """One job as it ran on the cluster. Times are epoch seconds from slurmctld's log
+    (millisecond stamps: submission accepted, started, completed), or, without the log, the
+    rlsbatch call's midpoint and the job's own stamps."""
+
     job: ReplayJob
     job_id: str
     submit: float
     start: float
     end: float
     deadline: float | None
+    nodes: str = ""
+    """Slurm's node list (node3, node[1-2])."""
+    slurm_start: float | None = None
+    """Slurm's StartTime as squeue shows it (whole seconds): start order is compared at this
+    resolution."""
+    payload: tuple[float, float] | None = None
+    """The job's own stamps: its script's first and last instruction."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DaemonTiming:
+    """When the real daemon's cycles ran, from its log: the phase of its fixed-rate 1 s cycle
+    (epoch seconds mod 1) and its median poll-to-act time over cycles that changed something."""
+
+    phase_s: float
+    delay_s: float
+    cycles: int
+
+
+_CYCLE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO cycle \d+: .*"
+                    r"made (\d+) job updates.* total ([\d.]+)s$")
+
+
+def daemon_timing(log: Path) -> DaemonTiming | None:
+    starts: list[float] = []
+    delays: list[float] = []
+    for line in log.read_text().splitlines():
+        m = _CYCLE.match(line)
+        if not m:
+            continue
+        at = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp() + int(m[2]) / 1000
+        total = float(m[4])
+        starts.append(at - total)
+        if int(m[3]) > 0:
+            delays.append(total)
+    if not starts:
+        return None
+    # The cycle is fixed-rate (interval minus the cycle's own time): one phase for all.
+    phases = sorted(t % 1.0 for t in starts)
+    return DaemonTiming(phase_s=round(statistics.median(phases), 3),
+                        delay_s=round(statistics.median(delays or [0.0]), 3),
+                        cycles=len(starts))
 
 
 def _gres_args(gpus: int) -> list[str]:
@@ -96,7 +157,103 @@ def _gres_args(gpus: int) -> list[str]:
     return [f"--gres=gpu:{GPUS_PER_NODE}", f"--nodes={gpus // GPUS_PER_NODE}"]
 
 
-def run_real(jobs: list[ReplayJob], policy: str, prefix: str) -> list[RealJob]:
+@dataclass(frozen=True, kw_only=True)
+class Cycle:
+    """When one of slurmctld's scheduler cycles ran during the replay: each run's instant
+    (epoch seconds, from slurmctld's debug log, millisecond stamps) and a grid anchor + k x
+    period fitted to them for after the last one. Only when the scheduler ran is used, not
+    what it did."""
+
+    period_s: float
+    anchor_s: float
+    times: tuple[float, ...]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmTiming:
+    backfill: Cycle | None
+    """"sched/backfill: _attempt_backfill: beginning" lines (DebugFlags=Backfill)."""
+    main: Cycle | None
+    """"sched: Running job scheduler" lines (SlurmctldDebug=debug)."""
+    launch_s: float | None = None
+    """Median time from a job's start line in the log to the job's own first stamp."""
+
+
+_BF_RUN = re.compile(r"^\[(\S+)\] sched/backfill: _attempt_backfill: beginning")
+_MAIN_RUN = re.compile(r"^\[(\S+)\] debug:  sched: Running job scheduler")
+_START = re.compile(r"^\[(\S+)\] (?:sched/backfill: _start_job: Started|sched: Allocate) "
+                    r"JobId=(\d+)")
+
+
+def slurm_timing(lines: list[str], stamps: dict[str, float], t0: float, t1: float
+                 ) -> SlurmTiming:
+    """From slurmctld's log lines: when its two schedulers ran in [t0, t1] and the launch
+    latency (`stamps`: job id -> the job's own start stamp)."""
+    bf: list[float] = []
+    main: list[float] = []
+    started: dict[str, float] = {}
+    for line in lines:
+        if not line.startswith("["):
+            continue
+        m = _BF_RUN.match(line) or _MAIN_RUN.match(line)
+        if m:
+            t = datetime.fromisoformat(m[1]).timestamp()
+            if t0 <= t <= t1:
+                (bf if m.re is _BF_RUN else main).append(t)
+        elif (m := _START.match(line)) and m[2] in stamps:
+            started[m[2]] = datetime.fromisoformat(m[1]).timestamp()
+    lags = [stamps[j] - t for j, t in started.items()]
+    return SlurmTiming(backfill=_cycle(bf), main=_cycle(main),
+                       launch_s=round(statistics.median(lags), 3) if lags else None)
+
+
+def _cycle(times: list[float]) -> Cycle | None:
+    if len(times) < 3:
+        return None
+    times.sort()
+    ks = [round(t - times[0]) for t in times]
+    mk, mt = statistics.fmean(ks), statistics.fmean(times)
+    var = sum((k - mk) ** 2 for k in ks)
+    period = (sum((k - mk) * (t - mt) for k, t in zip(ks, times, strict=True)) / var
+              if var else 1.0)
+    anchor = statistics.median(t - period * k for k, t in zip(ks, times, strict=True))
+    return Cycle(period_s=round(period, 6), anchor_s=round(anchor, 3),
+                 times=tuple(round(t, 3) for t in times))
+
+
+class SlurmctldDebug:
+    """Turn on the debug lines that say when slurmctld's schedulers run, for the replay, and
+    back to the configured level afterwards (scontrol setdebug, no restart)."""
+
+    def __enter__(self) -> None:
+        self.level, self.flags = _running_debug()
+        subprocess.run(["scontrol", "setdebug", "debug"], check=True)
+        subprocess.run(["scontrol", "setdebugflags", "+Backfill"], check=True)
+
+    def __exit__(self, *exc: object) -> None:
+        if "Backfill" not in self.flags.split(","):
+            subprocess.run(["scontrol", "setdebugflags", "-Backfill"], check=False)
+        subprocess.run(["scontrol", "setdebug", self.level], check=False)
+
+
+def _running_debug() -> tuple[str, str]:
+    """slurmctld's log level and debug flags now."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
+    conf = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    conf = {k.strip(): v.strip() for k, v in conf.items()}
+    return conf.get("SlurmctldDebug", "info"), conf.get("DebugFlags", "")
+
+
+def _slurmctld_log() -> Path | None:
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
+    for line in out.stdout.splitlines():
+        if line.startswith("SlurmctldLogFile"):
+            return Path(line.split("=", 1)[1].strip())
+    return None
+
+
+def run_real(jobs: list[ReplayJob], policy: str, prefix: str
+             ) -> tuple[list[RealJob], DaemonTiming | None, SlurmTiming | None]:
     workdir = Path(tempfile.mkdtemp(prefix="sim2real-"))
     db = workdir / "d.db"
     subprocess.run([BIN / "slurm-rl", "db", "upgrade", "--db", db], check=True,
@@ -107,6 +264,10 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str) -> list[RealJob]:
                               stdout=log, stderr=subprocess.STDOUT)
     submitted: list[tuple[ReplayJob, str, float | None, float]] = []
     t0 = time.time() + 2.0
+    log_path = _slurmctld_log()
+    log_from = log_path.stat().st_size if log_path and log_path.is_file() else 0
+    debug = SlurmctldDebug()
+    debug.__enter__()
     try:
         for j in jobs:
             delay = t0 + j.submit_offset - time.time()
@@ -119,7 +280,9 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str) -> list[RealJob]:
                 left = max(1, round(t0 + j.submit_offset + j.deadline_offset - time.time()))
                 deadline = time.time() + left
                 args += ["--rl-deadline", f"+{left}s"]
-            args += ["--wrap", f"sleep {j.seconds}"]
+            # The job stamps its own start and end (sub-second; Slurm's are whole seconds).
+            stamp = workdir / f"{len(submitted)}.t"
+            args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; date +%s.%N >> {stamp}"]
             before = time.time()
             out = subprocess.run(args, capture_output=True, text=True, check=True)
             # slurmctld stamps the job while rlsbatch runs: take the midpoint, not squeue's
@@ -137,42 +300,134 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str) -> list[RealJob]:
                 raise SystemExit(f"jobs {bad} did not complete; see {workdir}")
             time.sleep(2)
     finally:
+        debug.__exit__()
         daemon.send_signal(signal.SIGTERM)
         daemon.wait(timeout=30)
         log.close()
     rows = _squeue(ids)
-    return [RealJob(job=j, job_id=jid, submit=at,
-                    start=_must(parse_time(rows[jid][2])), end=_must(parse_time(rows[jid][3])),
-                    deadline=deadline)
-            for j, jid, deadline, at in submitted]
+    lines: list[str] = []
+    if log_path and log_path.is_file():
+        with log_path.open("rb") as fh:
+            fh.seek(log_from)
+            lines = fh.read().decode(errors="replace").splitlines()
+    logged = job_events(lines, {jid for _, jid, _, _ in submitted})
+    real = []
+    for i, (j, jid, deadline, at) in enumerate(submitted):
+        start, end = (float(x) for x in (workdir / f"{i}.t").read_text().split())
+        # Slurm's own whole-second stamps must agree with the job's to the second.
+        for mine, slurm in ((start, parse_time(rows[jid][2])), (end, parse_time(rows[jid][3]))):
+            if slurm is None or not -1.0 <= mine - slurm <= 2.0:
+                raise SystemExit(f"job {jid}: its own time {mine:.3f} and Slurm's {slurm} "
+                                 "disagree")
+        ev = logged.get(jid, {})
+        if {"submit", "start", "done"} <= set(ev):
+            sub, st, en = ev["submit"], ev["start"], ev["done"]
+        else:
+            sub, st, en = at, start, end
+        real.append(RealJob(job=j, job_id=jid, submit=sub, start=st, end=en,
+                            deadline=deadline, nodes=rows[jid][4],
+                            slurm_start=parse_time(rows[jid][2]), payload=(start, end)))
+    bf = None
+    if lines:
+        bf = slurm_timing(lines, {r.job_id: r.payload[0] for r in real if r.payload},
+                          t0 - 5.0, max(r.end for r in real) + 5.0)
+    return real, daemon_timing(workdir / "daemon.log"), bf
 
 
-def _must(x: float | None) -> float:
-    assert x is not None
-    return x
+_EVENT = re.compile(r"^\[(\S+)\] (?:(_slurm_rpc_submit_batch_job: )|(sched/backfill: _start_job: "
+                    r"Started |sched: Allocate )|(_job_complete: ))JobId=(\d+)( done)?")
+
+
+def job_events(lines: list[str], ids: set[str]) -> dict[str, dict[str, float]]:
+    """Per job id: when slurmctld accepted it ("submit"), started it ("start") and saw it
+    complete ("done"), from its log (millisecond stamps)."""
+    out: dict[str, dict[str, float]] = {}
+    for line in lines:
+        m = _EVENT.match(line)
+        if not m or m[5] not in ids:
+            continue
+        kind = "submit" if m[2] else "start" if m[3] else "done" if m[6] else None
+        if kind:
+            out.setdefault(m[5], {})[kind] = datetime.fromisoformat(m[1]).timestamp()
+    return out
 
 
 def _squeue(ids: list[str]) -> dict[str, list[str]]:
     out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o",
-                          "%i|%T|%V|%S|%e"], capture_output=True, text=True, check=True)
+                          "%i|%T|%V|%S|%e|%N"], capture_output=True, text=True, check=True)
     return {line.split("|")[0]: line.split("|")[1:] for line in out.stdout.splitlines()}
 
 
-def run_sim(real: list[RealJob], policy: str, overhead_s: float) -> dict[str, tuple[float, float]]:
+@dataclass(frozen=True, kw_only=True)
+class SimModel:
+    """What the simulator is told about the real cluster (each part can be switched off to see
+    what it is worth)."""
+
+    placement: str = "cons_tres"
+    conservative: bool = True
+    daemon_timing: bool = True
+    slurm_timing: bool = True
+    measured_durations: bool = True
+    """Each job's run time as slurmctld saw it (start to completion in its log: the sleep
+    plus 20-80 ms of launch and completion); False: the sleep plus the median launch
+    latency."""
+    release_s: float = RELEASE_S
+    """GPUs stay held this long after slurmctld logs a completion."""
+
+
+SimOut = dict[str, tuple[float, float, str]]
+"""job id -> (start, end, first node list) in epoch seconds."""
+
+
+def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
+            slurm: SlurmTiming | None, model: SimModel) -> SimOut:
     from slurm_rl import policies
 
     t0 = min(r.submit for r in real)
     trace = [
-        TraceJob(id=r.job_id, submit=r.submit - t0, duration=r.job.seconds + overhead_s,
+        TraceJob(id=r.job_id, submit=r.submit - t0,
+                 duration=(r.end - r.start if model.measured_durations else r.job.seconds)
+                 + model.release_s,
                  gpus=r.job.gpus, time_limit_s=TIME_LIMIT_MIN * 60.0,
                  deadline=None if r.deadline is None else r.deadline - t0)
         for r in real
     ]
+    use = timing if model.daemon_timing else None
+    bf = slurm.backfill if slurm and model.slurm_timing else None
+    main = slurm.main if slurm and model.slurm_timing and bf else None
+
+    def rel(c: Cycle | None) -> tuple[float, ...]:
+        return () if c is None else tuple(t - t0 for t in c.times)
     cfg = EngineConfig(nodes=NODES, gpus_per_node=GPUS_PER_NODE, tick_s=1.0,
-                       decide_on_events=False, conservative=True,
+                       decide_on_events=False, conservative=model.conservative,
+                       placement=model.placement, cpus_per_node=CPUS_PER_NODE,
+                       tick_phase_s=None if use is None else (use.phase_s - t0) % 1.0,
+                       decision_delay_s=0.0 if use is None else use.delay_s,
+                       bf_interval_s=0.0 if bf is None else bf.period_s,
+                       bf_phase_s=0.0 if bf is None else (bf.anchor_s - t0) % bf.period_s,
+                       sched_interval_s=0.0 if main is None else main.period_s,
+                       sched_phase_s=0.0 if main is None else (main.anchor_s - t0) % main.period_s,
+                       bf_times_s=rel(bf), sched_times_s=rel(main),
+                       launch_delay_s=0.0 if model.measured_durations or not slurm
+                       else slurm.launch_s or 0.0,
                        time_limit=TimeLimitEstimate(fixed_s=TIME_LIMIT_MIN * 60.0))
     result = Simulator(trace, policies.make(policy), cfg).run()
-    return {j.job_id: (j.start + t0, j.end + t0) for j in result.jobs}
+    first: dict[str, str] = {}
+    for iv in result.intervals:
+        first.setdefault(iv.job_id, _nodelist(iv.nodes))
+    # The simulated job holds its GPUs until the release; it completed release_s before.
+    return {j.job_id: (j.start + t0, j.end + t0 - model.release_s, first.get(j.job_id, ""))
+            for j in result.jobs}
+
+
+def _nodelist(nodes: tuple[str, ...]) -> str:
+    """Slurm's compact form for node1..node4: node3, node[1-2], node[1,3]."""
+    nums = sorted(int(n.removeprefix("node")) for n in nodes)
+    if len(nums) == 1:
+        return f"node{nums[0]}"
+    if nums == list(range(nums[0], nums[-1] + 1)):
+        return f"node[{nums[0]}-{nums[-1]}]"
+    return "node[" + ",".join(map(str, nums)) + "]"
 
 
 def kendall_tau_b(xs: list[float], ys: list[float]) -> float:
@@ -195,9 +450,10 @@ def kendall_tau_b(xs: list[float], ys: list[float]) -> float:
     return (conc - disc) / denom if denom else 1.0
 
 
-def compare(real: list[RealJob], sim: dict[str, tuple[float, float]]) -> dict[str, float]:
-    # Slurm's timestamps are whole seconds: compare start times at that resolution.
-    rs = [r.start for r in real]
+def compare(real: list[RealJob], sim: SimOut) -> dict[str, float]:
+    # Start order at Slurm's resolution (whole seconds; jobs started in one scheduling pass tie
+    # there instead of being ordered by milliseconds of launch noise).
+    rs = [r.slurm_start if r.slurm_start is not None else math.floor(r.start) for r in real]
     ss = [float(math.floor(sim[r.job_id][0])) for r in real]
     errors = []
     for r in real:
@@ -205,10 +461,42 @@ def compare(real: list[RealJob], sim: dict[str, tuple[float, float]]) -> dict[st
         sim_jct = sim[r.job_id][1] - r.submit
         errors.append(abs(sim_jct - real_jct) / real_jct)
     errors.sort()
+    same_nodes = sum(1 for r in real if r.nodes and r.nodes == sim[r.job_id][2])
     return {"jobs": len(real), "kendall_tau_b": round(kendall_tau_b(rs, ss), 4),
+            "same_first_nodes": same_nodes,
             "mean_jct_error": round(sum(errors) / len(errors), 4),
             "p90_jct_error": round(errors[int(0.9 * (len(errors) - 1))], 4),
             "mean_real_jct_s": round(sum(r.end - r.submit for r in real) / len(real), 1)}
+
+
+def _load_cycle(d: dict[str, Any] | None) -> Cycle | None:
+    if not d:
+        return None
+    return Cycle(period_s=float(d["period_s"]), anchor_s=float(d["anchor_s"]),
+                 times=tuple(d.get("times", ())))
+
+
+def load_raw(path: Path
+             ) -> dict[str, tuple[list[RealJob], DaemonTiming | None, SlurmTiming | None]]:
+    """A saved replay (--raw): the real side of each policy, to simulate again."""
+    out = {}
+    for policy, data in json.loads(path.read_text()).items():
+        rows = data["jobs"] if isinstance(data, dict) else data  # older files: a bare list
+        timing = (DaemonTiming(**data["daemon"]) if isinstance(data, dict) and data["daemon"]
+                  else None)
+        st = data.get("slurm") if isinstance(data, dict) else None
+        bf = (SlurmTiming(backfill=_load_cycle(st["backfill"]), main=_load_cycle(st["main"]),
+                          launch_s=st.get("launch_s")) if st else None)
+        out[policy] = ([RealJob(job=ReplayJob(name=r["job_id"], submit_offset=0.0,
+                                              seconds=r["sleep"], gpus=r["gpus"],
+                                              deadline_offset=None),
+                                job_id=r["job_id"], submit=r["submit"], start=r["real_start"],
+                                end=r["real_end"], deadline=r["deadline"],
+                                nodes=r.get("real_nodes", ""),
+                                slurm_start=r.get("slurm_start", r["real_start"]),
+                                payload=tuple(r["payload"]) if r.get("payload") else None)
+                        for r in rows], timing, bf)
+    return out
 
 
 def main() -> None:
@@ -221,37 +509,71 @@ def main() -> None:
     ap.add_argument("--min-s", type=int, default=4)
     ap.add_argument("--max-s", type=int, default=45)
     ap.add_argument("--load", type=float, default=2.0)
-    ap.add_argument("--overhead-s", type=float, default=0.0,
-                    help="launch/teardown time added to each job's sleep in the simulator")
+    ap.add_argument("--placement", choices=["cons_tres", "best-fit"], default="cons_tres",
+                    help="the simulator's node choice (default: Slurm's cons_tres)")
+    ap.add_argument("--easy", action="store_true",
+                    help="simulate EASY backfill instead of slurmctld's conservative backfill")
+    ap.add_argument("--no-daemon-timing", action="store_true",
+                    help="do not tell the simulator when the daemon's cycles ran (policy ticks "
+                    "at 1 s from the first event, decisions applied at once)")
+    ap.add_argument("--no-slurm-timing", action="store_true",
+                    help="do not tell the simulator when slurmctld's scheduler cycles ran "
+                    "(a full pass at every event instead)")
+    ap.add_argument("--nominal-durations", action="store_true",
+                    help="give the simulator each job's sleep plus the median launch latency "
+                    "instead of its run time as slurmctld saw it")
+    ap.add_argument("--release-s", type=float, default=RELEASE_S,
+                    help="how long GPUs stay held after slurmctld logs a completion "
+                    "(default %(default)s)")
+    ap.add_argument("--resim", type=Path, metavar="RAW.json",
+                    help="no cluster: simulate a replay saved with --raw again (to compare "
+                    "simulator models on the same real run)")
     ap.add_argument("--out", type=Path, help="write a Markdown report here")
     ap.add_argument("--raw", type=Path, help="write real and simulated times (JSON) here")
     args = ap.parse_args()
-    if not os.environ.get("SLURM_CONF"):
-        raise SystemExit("set SLURM_CONF (eval \"$(docker/cluster env)\")")
-    jobs = compressed_workload(args.trace, args.start, args.count, args.median_s, args.min_s,
-                               args.max_s, args.load)
+    model = SimModel(placement=args.placement,
+                     conservative=not args.easy, daemon_timing=not args.no_daemon_timing,
+                     slurm_timing=not args.no_slurm_timing,
+                     measured_durations=not args.nominal_durations, release_s=args.release_s)
+    if args.resim:
+        saved = load_raw(args.resim)
+        todo = [(p, *saved[p]) for p in args.policies.split(",") if p in saved]
+    else:
+        if not os.environ.get("SLURM_CONF"):
+            raise SystemExit("set SLURM_CONF (eval \"$(docker/cluster env)\")")
+        jobs = compressed_workload(args.trace, args.start, args.count, args.median_s,
+                                   args.min_s, args.max_s, args.load)
+        todo = []
+        for policy in args.policies.split(","):
+            print(f"== {policy}: replaying {len(jobs)} jobs on the test cluster", flush=True)
+            real, timing, bf = run_real(jobs, policy, prefix=f"s2r{os.getpid()}-{policy}-")
+            todo.append((policy, real, timing, bf))
     results, raw = {}, {}
-    for policy in args.policies.split(","):
-        print(f"== {policy}: replaying {len(jobs)} jobs on the test cluster", flush=True)
-        real = run_real(jobs, policy, prefix=f"s2r{os.getpid()}-{policy}-")
-        sim = run_sim(real, policy, args.overhead_s)
+    for policy, real, timing, bf in todo:
+        sim = run_sim(real, policy, timing, bf, model)
         results[policy] = compare(real, sim)
-        raw[policy] = [{"job_id": r.job_id, "gpus": r.job.gpus, "sleep": r.job.seconds,
-                        "submit": r.submit, "deadline": r.deadline,
-                        "real_start": r.start, "real_end": r.end,
-                        "sim_start": sim[r.job_id][0], "sim_end": sim[r.job_id][1]}
-                       for r in real]
-        print(json.dumps({"policy": policy, **results[policy]}), flush=True)
+        raw[policy] = {"daemon": asdict(timing) if timing else None,
+                       "slurm": asdict(bf) if bf else None, "jobs": [
+            {"job_id": r.job_id, "gpus": r.job.gpus, "sleep": r.job.seconds,
+             "submit": r.submit, "deadline": r.deadline,
+             "real_start": r.start, "real_end": r.end, "real_nodes": r.nodes,
+             "slurm_start": r.slurm_start, "payload": r.payload,
+             "sim_start": sim[r.job_id][0], "sim_end": sim[r.job_id][1],
+             "sim_nodes": sim[r.job_id][2]}
+            for r in real]}
+        print(json.dumps({"policy": policy, **results[policy],
+                          "daemon": asdict(timing) if timing else None,
+                          "slurm": asdict(bf) if bf else None}), flush=True)
     if args.raw:
         args.raw.write_text(json.dumps(raw, indent=1))
     if args.out:
         cmd = "python benchmarks/sim_to_real.py " + " ".join(sys.argv[1:])
         lines = ["| policy | jobs | Kendall τ-b (start) | mean JCT error | p90 JCT error "
-                 "| mean real JCT |", "|---|---|---|---|---|---|"]
+                 "| same first nodes | mean real JCT |", "|---|---|---|---|---|---|---|"]
         for p, r in results.items():
             lines.append(f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
                          f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
-                         f"| {r['mean_real_jct_s']:.0f} s |")
+                         f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
         args.out.write_text("\n".join(lines) + f"\n\nCommand: `{cmd}`\n")
 
 

@@ -251,6 +251,16 @@ class ClusterSnapshot:
         return tuple(j for j in self.jobs if j.state.is_running)
 
     @property
+    def running_ids(self) -> frozenset[JobId]:
+        """Ids of the running jobs (a subclass may answer without building their views)."""
+        return frozenset(j.id for j in self.running)
+
+    @property
+    def finished(self) -> tuple[JobView, ...]:
+        """Jobs neither pending nor running (a finished job Slurm still lists)."""
+        return tuple(j for j in self.jobs if j.state.is_finished)
+
+    @property
     def gpus_total(self) -> int:
         return sum(n.gpus_total for n in self.nodes if n.state.usable)
 

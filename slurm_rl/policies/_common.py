@@ -9,13 +9,25 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
-from collections.abc import Callable, Iterable, Sequence
+import operator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
+from itertools import compress, pairwise
 from typing import Any, TypeVar
 
 from slurm_rl import perfmodel
-from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, Preempt, id_key
+from slurm_rl.core import (
+    ClusterSnapshot,
+    JobId,
+    JobOrder,
+    JobState,
+    JobView,
+    NodeState,
+    Preempt,
+    id_key,
+)
 
 # --- options ---------------------------------------------------------------------------------
 
@@ -41,13 +53,44 @@ def submit_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
 
 def managed_pending(snapshot: ClusterSnapshot) -> list[JobView]:
     """Pending jobs the daemon may act on, in submit order."""
-    return sorted((j for j in snapshot.pending if j.managed), key=submit_key)
+    jobs = [j for j in snapshot.pending if j.managed]
+    # Often in submit order already (the simulator's are), and then sorting would keep it as
+    # it is: seen without building every key.
+    for a, b in pairwise(jobs):  # submit_key(b) < submit_key(a), as tuples compare
+        ta, tb = a.submit_time, b.submit_time
+        if (id_key(b.id) < id_key(a.id)) if tb is ta or tb == ta else tb < ta:
+            return sorted(jobs, key=submit_key)
+    return jobs
 
 
 def orders(ranked: Iterable[tuple[JobView, str, int | None]]) -> tuple[JobOrder, ...]:
     """JobOrders with consecutive ranks from (job, reason, gpus or None) in rank order."""
-    return tuple(JobOrder(job_id=job.id, rank=rank, gpus=gpus, reason=reason)
-                 for rank, (job, reason, gpus) in enumerate(ranked))
+    # Built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without running the
+    # frozen dataclass's __init__ (several times cheaper; checked below at import).
+    new, cls = object.__new__, JobOrder
+    out = []
+    for rank, (job, reason, gpus) in enumerate(ranked):
+        order = new(cls)
+        d = order.__dict__
+        d["job_id"] = job.id
+        d["rank"] = rank
+        d["gpus"] = gpus
+        d["reason"] = reason
+        out.append(order)
+    return tuple(out)
+
+
+def _check_orders() -> None:
+    job = JobView(id=JobId("1"), state=JobState.PENDING, submit_time=0.0, gpus=1)
+    made = orders([(job, "why", 2)])
+    if hasattr(JobOrder, "__slots__") or hasattr(JobOrder, "__post_init__") or made != (
+            JobOrder(job_id=job.id, rank=0, gpus=2, reason="why"),) or sorted(
+            vars(made[0])) != sorted(f.name for f in dataclasses.fields(JobOrder)):
+        raise ImportError("slurm_rl.core.JobOrder is no longer a plain frozen dataclass with "
+                          "fields job_id, rank, gpus, reason: update _common.orders")
+
+
+_check_orders()
 
 
 # --- formatting ------------------------------------------------------------------------------
@@ -160,73 +203,160 @@ def allowed_counts(lo: int, hi: int, node_cap: int, total: int) -> list[int]:
 
 # --- node-level capacity ---------------------------------------------------------------------
 
+@lru_cache(maxsize=4096)
+def _layout(gpus: int, nodes: int, node_cap: int) -> tuple[int, ...]:
+    if gpus <= 0:
+        return ()
+    n = min(gpus, max(nodes, 1, math.ceil(gpus / max(node_cap, 1))))
+    return tuple(gpus // n + (1 if i < gpus % n else 0) for i in range(n))
+
+
 def layout(gpus: int, nodes: int, node_cap: int) -> list[int]:
     """GPUs per node for a gang of `gpus` over at least `nodes` nodes (even split)."""
-    if gpus <= 0:
-        return []
-    n = min(gpus, max(nodes, 1, math.ceil(gpus / max(node_cap, 1))))
-    return [gpus // n + (1 if i < gpus % n else 0) for i in range(n)]
+    return list(_layout(gpus, nodes, node_cap))
 
 
 def job_layout(job: JobView, gpus: int | None, node_cap: int) -> list[int]:
     """A job's per-node GPUs at `gpus` (its own count and node count if None)."""
+    return list(_job_layout(job, gpus, node_cap))
+
+
+def _job_layout(job: JobView, gpus: int | None, node_cap: int) -> tuple[int, ...]:
     if gpus is None or gpus == job.gpus:
-        return layout(job.gpus, job.nodes, node_cap)
-    return layout(gpus, 1, node_cap)
+        return _layout(job.gpus, job.nodes, node_cap)
+    return _layout(gpus, 1, node_cap)
 
 
-@dataclass
 class Capacity:
     """Free GPUs per usable node. GPUs released by stopping a job go into separate chunks,
     because the snapshot does not say which node a job runs on: conservative for placing
-    one-node jobs."""
+    one-node jobs.
 
-    free: list[int]
-    node_cap: int
+    Only how many nodes have each free count matters (which node is which never does), so
+    that is what is kept: `fits`, `take` and `copy` cost O(node_cap), not O(nodes). A gang's
+    parts go on distinct nodes, largest part first, each on the tightest node that holds it
+    (best fit)."""
+
+    __slots__ = ("_count", "_total", "node_cap")
+
+    def __init__(self, free: Iterable[int], node_cap: int) -> None:
+        self.node_cap = node_cap
+        self._count = [0] * (max(node_cap, 0) + 1)
+        """_count[f]: how many nodes (or released chunks) have exactly f GPUs free."""
+        self._total = 0
+        self.release(free)
 
     @classmethod
     def of(cls, snapshot: ClusterSnapshot) -> Capacity:
-        usable = [n for n in snapshot.nodes if n.state.usable]
-        cap = max((n.gpus_total for n in usable), default=0)
-        return cls(free=[n.gpus_free for n in sorted(usable, key=lambda n: n.name)], node_cap=cap)
+        counts = getattr(snapshot, "free_counts", None)
+        if counts is not None:  # kept by the simulator's snapshot: nodes per free-GPU count
+            new: Capacity = object.__new__(Capacity)
+            new._count, new.node_cap = list(counts), len(counts) - 1
+            new._total = sum(f * k for f, k in enumerate(counts))
+            return new
+        cap, free = 0, []
+        for n in snapshot.nodes:
+            if n.state in _USABLE:
+                total = n.gpus_total
+                free.append(max(0, total - n.gpus_alloc))
+                if total > cap:
+                    cap = total
+        return cls(free, cap)
 
     def copy(self) -> Capacity:
-        return Capacity(free=list(self.free), node_cap=self.node_cap)
+        new: Capacity = object.__new__(Capacity)
+        new._count, new._total, new.node_cap = list(self._count), self._total, self.node_cap
+        return new
+
+    @property
+    def free(self) -> list[int]:
+        """Free GPUs of each node (and released chunk), ascending."""
+        return [f for f, k in enumerate(self._count) for _ in range(k)]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Capacity):
+            return NotImplemented
+        return (self.free, self.node_cap) == (other.free, other.node_cap)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Capacity(free={self.free}, node_cap={self.node_cap})"
 
     @property
     def total_free(self) -> int:
-        return sum(self.free)
+        return self._total
 
-    def _pick(self, parts: list[int]) -> list[int] | None:
-        """Distinct node indexes for each part, best fit (tightest node first), or None."""
-        if parts and (len(parts) > len(self.free) or max(parts) > max(self.free)):
-            return None
-        taken: set[int] = set()
-        picks = []
-        for need in sorted(parts, reverse=True):
-            best = None
-            for i, f in enumerate(self.free):
-                if i not in taken and f >= need and (best is None or f < self.free[best]):
-                    best = i
-            if best is None:
-                return None
-            taken.add(best)
-            picks.append(best)
-        return picks
-
-    def fits(self, parts: list[int]) -> bool:
-        return self._pick(parts) is not None
-
-    def take(self, parts: list[int]) -> bool:
-        picks = self._pick(parts)
-        if picks is None:
+    def _place(self, parts: Sequence[int], commit: bool) -> bool:
+        count = self._count
+        top = len(count)
+        if len(parts) == 1:
+            need = parts[0]
+            for f in range(need if need > 0 else 0, top):
+                if count[f]:
+                    if commit:
+                        count[f] -= 1
+                        self._add(f - need)
+                        self._total -= need
+                    return True
             return False
-        for i, need in zip(picks, sorted(parts, reverse=True), strict=True):
-            self.free[i] -= need
+        needs = sorted(parts, reverse=True)
+        picks: list[int] = []
+        for need in needs:
+            for f in range(need if need > 0 else 0, top):
+                if count[f]:
+                    count[f] -= 1  # taken: the next parts go on other nodes
+                    picks.append(f)
+                    break
+            else:
+                for f in picks:
+                    count[f] += 1
+                return False
+        if commit:
+            for f, need in zip(picks, needs, strict=True):
+                self._add(f - need)
+                self._total -= need
+        else:
+            for f in picks:
+                count[f] += 1
         return True
 
-    def release(self, parts: list[int]) -> None:
-        self.free.extend(parts)
+    def fits(self, parts: Sequence[int]) -> bool:
+        return self._place(parts, False)
+
+    def take(self, parts: Sequence[int]) -> bool:
+        return self._place(parts, True)
+
+    def _add(self, free: int) -> None:
+        count = self._count
+        if not 0 <= free < len(count):
+            if free < 0:
+                raise ValueError(f"negative free GPUs: {free}")
+            count.extend([0] * (free + 1 - len(count)))
+        count[free] += 1
+
+    def release(self, parts: Iterable[int]) -> None:
+        for f in parts:
+            self._add(f)
+            self._total += f
+
+    def _release_all(self, other: Capacity) -> None:
+        """`release` every node and chunk of `other`."""
+        count = self._count
+        if len(other._count) > len(count):
+            count.extend([0] * (len(other._count) - len(count)))
+        for f, k in enumerate(other._count):
+            count[f] += k
+        self._total += other._total
+
+    def _unrelease(self, parts: Iterable[int]) -> None:
+        """Undo `release(parts)`."""
+        for f in parts:
+            self._count[f] -= 1
+            self._total -= f
+
+
+_USABLE = frozenset(s for s in NodeState if s.usable)
 
 
 # --- preemption planning ---------------------------------------------------------------------
@@ -234,61 +364,197 @@ class Capacity:
 def plan_preemptions(
     cap: Capacity,
     pending: Sequence[JobView],
-    victims: Sequence[JobView],
+    victims: Sequence[JobView] | Callable[[], Sequence[JobView]],
     outranks: Callable[[JobView, JobView], bool],
     reason: Callable[[JobView, JobView], str],
 ) -> tuple[tuple[Preempt, ...], set[JobId]]:
     """Which running jobs to requeue so that higher-priority pending jobs start.
 
     `pending` in priority order (best first); `victims` the running jobs that may be stopped,
-    lowest priority first; `outranks(p, v)`: whether pending p may displace running v, true for
-    a prefix of `victims` (the scan stops at the first v that p does not outrank). Each pending
-    job takes free GPUs if it fits; otherwise victims it outranks are stopped, lowest first,
-    until it fits (then victims it turned out not to need are kept). A job that cannot fit even
-    so stops nobody. Returns the preemptions and the ids expected to start.
+    lowest priority first (or a function returning them, called at most once, and only if some
+    pending job does not fit in the free GPUs); `outranks(p, v)`: whether pending p may
+    displace running v, true for a prefix of `victims` (the scan stops at the first v that p
+    does not outrank). Each pending job takes free GPUs if it fits; otherwise victims it
+    outranks are stopped, lowest first, until it fits (then victims it turned out not to need
+    are kept). A job that cannot fit even so stops nobody. Returns the preemptions and the ids
+    expected to start.
     """
     cap = cap.copy()
-    lay = {v.id: job_layout(v, None, cap.node_cap) for v in victims}
+    node_cap = cap.node_cap
+    vs: Sequence[JobView] | None = None if callable(victims) else victims
+    lay: dict[JobId, tuple[int, ...]] = {}
     stopped: set[JobId] = set()
     out: list[Preempt] = []
     starts: set[JobId] = set()
+    # (victims p outranks, p's layout) known not to fit even with all of them stopped. Free
+    # GPUs only shrink between preemptions, so such a failure holds until the next one.
+    hopeless: set[tuple[int, tuple[int, ...]]] = set()
+    # The GPUs of victims[:k] not stopped, as released chunks, by k (until the next preemption).
+    pools: dict[int, Capacity] = {}
     for p in pending:
-        parts = job_layout(p, None, cap.node_cap)
+        parts = _job_layout(p, None, node_cap)
         if cap.take(parts):
             starts.add(p.id)
             continue
-        eligible: list[JobView] = []
-        for v in victims:
+        if vs is None:
+            vs = victims()  # type: ignore[operator]
+        k = 0
+        for v in vs:
             if not outranks(p, v):
                 break
-            if v.id not in stopped:
-                eligible.append(v)
-        if not eligible or not _fits_after(cap, [lay[v.id] for v in eligible], parts):
+            k += 1
+        if not k or (k, parts) in hopeless:
             continue
-        chosen: list[JobView] = []
-        for v in eligible:
-            chosen.append(v)
-            if _fits_after(cap, [lay[c.id] for c in chosen], parts):
-                break
-        # Keep victims that were not needed (the last one added made it fit).
-        for v in reversed(chosen[:-1]):
-            rest = [c for c in chosen if c.id != v.id]
-            if _fits_after(cap, [lay[c.id] for c in rest], parts):
-                chosen = rest
-        for c in chosen:
-            cap.release(lay[c.id])
+        pool = pools.get(k)
+        if pool is None:
+            pool = pools[k] = Capacity((), node_cap)
+            for v in vs[:k]:
+                if v.id not in stopped:
+                    parts_v = lay.get(v.id)
+                    if parts_v is None:
+                        parts_v = lay[v.id] = _job_layout(v, None, node_cap)
+                    pool.release(parts_v)
+        trial = cap.copy()
+        trial._release_all(pool)
+        if not trial.fits(parts):  # (also when no victim is eligible: p did not fit in cap)
+            hopeless.add((k, parts))
+            continue
+        chosen = _choose(cap, [(v, lay[v.id]) for v in vs[:k] if v.id not in stopped], parts)
+        assert chosen is not None  # it fits with all of them
+        for c, parts_c in chosen:
+            cap.release(parts_c)
             stopped.add(c.id)
             out.append(Preempt(job_id=c.id, reason=reason(c, p)))
         cap.take(parts)
         starts.add(p.id)
+        hopeless.clear()
+        pools.clear()
     return tuple(out), starts
 
 
-def _fits_after(cap: Capacity, released: list[list[int]], parts: list[int]) -> bool:
+C = TypeVar("C")
+
+
+def _choose(cap: Capacity, eligible: Iterable[tuple[C, tuple[int, ...]]],
+            parts: tuple[int, ...]) -> list[tuple[C, tuple[int, ...]]] | None:
+    """The victims (each with its layout) to stop so that `parts` fit in `cap`: eligible ones
+    in order until it fits, then, latest added first but the last, those it fits without; None
+    if it does not fit even with all of them."""
+    # A victim whose parts are all smaller than each of p's cannot help it fit (no node that
+    # small takes a part): fits() need not be asked when one is added or removed.
+    least = min(parts)
     trial = cap.copy()
-    for r in released:
-        trial.release(r)
-    return trial.fits(parts)
+    chosen: list[tuple[C, tuple[int, ...]]] = []
+    for c in eligible:
+        lay = c[1]  # layouts are largest part first
+        chosen.append(c)
+        trial.release(lay)
+        if lay and lay[0] >= least and trial.fits(parts):
+            break
+    else:
+        return None
+    spared: set[int] = set()
+    for i in range(len(chosen) - 2, -1, -1):
+        lay = chosen[i][1]
+        trial._unrelease(lay)
+        if not lay or lay[0] < least or trial.fits(parts):
+            spared.add(i)
+        else:
+            trial.release(lay)
+    if spared:
+        chosen = [c for i, c in enumerate(chosen) if i not in spared]
+    return chosen
+
+
+def plan_by_level(
+    cap: Capacity,
+    pending: Sequence[JobView],
+    level: Callable[[JobView], int],
+    victims: Callable[[], list[JobView]],
+    victim_level: Callable[[JobView], int],
+    top: int,
+    arrange: Callable[[list[JobView]], list[JobView]],
+    reason: Callable[[JobView, JobView], str],
+) -> tuple[tuple[Preempt, ...], set[JobId]]:
+    """`plan_preemptions` where pending job p may displace the victims v with victim_level(v)
+    > level(p): highest level first (`top` the highest there can be), in each level in the
+    order `arrange` (a stable sort) puts them.
+
+    `victims()` gives the running jobs that may be stopped; it is called at most once, only if
+    a pending job below level `top` does not fit in the free GPUs, and victim_level() only for
+    victims looked at, in that order, until enough are found. With arrange = lambda vs:
+    sorted(vs, key=k, reverse=True), the same plan as plan_preemptions(cap, pending, victims
+    sorted by (victim_level, k), descending, outranks=lambda p, v: victim_level(v) > level(p),
+    …)."""
+    cap = cap.copy()
+    node_cap = cap.node_cap
+    arranged: list[JobView] | None = None
+    levels: dict[JobId, int] = {}
+    stopped: set[JobId] = set()
+    out: list[Preempt] = []
+    starts: set[JobId] = set()
+    hopeless: set[tuple[int, tuple[int, ...]]] = set()  # as in plan_preemptions
+
+    def eligible(lp: int) -> Iterator[tuple[tuple[JobView, int], tuple[int, ...]]]:
+        assert arranged is not None
+        for lv in range(top, lp, -1):
+            for v in arranged:
+                vid = v.id
+                if vid in stopped:
+                    continue
+                lvv = levels.get(vid)
+                if lvv is None:
+                    lvv = levels[vid] = victim_level(v)
+                if lvv == lv:
+                    yield (v, lv), _layout(v.gpus, v.nodes, node_cap)
+
+    for p in pending:
+        parts = _job_layout(p, None, node_cap)
+        if cap.take(parts):
+            starts.add(p.id)
+            continue
+        lp = level(p)
+        if lp >= top or (lp, parts) in hopeless:
+            continue
+        if arranged is None:
+            arranged = arrange(victims())
+        chosen = _choose(cap, eligible(lp), parts)
+        if chosen is None:
+            hopeless.add((lp, parts))
+            continue
+        for (v, _), lay in chosen:
+            cap.release(lay)
+            stopped.add(v.id)
+            out.append(Preempt(job_id=v.id, reason=reason(v, p)))
+        cap.take(parts)
+        starts.add(p.id)
+        hopeless.clear()
+    return tuple(out), starts
+
+
+def latest_first(jobs: list[JobView]) -> list[JobView]:
+    """sorted(jobs, key=submit_key, reverse=True), building the keys only for jobs whose
+    submit time another job has too."""
+    times = list(map(_submit_time, jobs))
+    if any(map(math.isnan, times)):
+        return sorted(jobs, key=submit_key, reverse=True)
+    out = sorted(jobs, key=_submit_time, reverse=True)
+    if len(set(times)) < len(times):  # runs of equal times: by id, stably
+        times = list(map(_submit_time, out))
+        ties = list(compress(range(len(times) - 1), map(operator.eq, times, times[1:])))
+        i = 0
+        while i < len(ties):  # out[start:end] is one run
+            start = ties[i]
+            end = start + 2
+            while i + 1 < len(ties) and ties[i + 1] == end - 1:
+                end += 1
+                i += 1
+            out[start:end] = sorted(out[start:end], key=lambda j: id_key(j.id), reverse=True)
+            i += 1
+    return out
+
+
+_submit_time = operator.attrgetter("submit_time")
 
 
 def preemptable(snapshot: ClusterSnapshot) -> list[JobView]:

@@ -56,8 +56,10 @@ class SrtfOracle:
         ranked += [(j, "oracle SRTF: no true duration known, submit order", None)
                    for j in jobs if j.oracle_remaining_s is None]
 
-        victims = sorted((j for j in preemptable(snapshot) if j.oracle_remaining_s is not None),
-                         key=lambda j: (_rem(j), submit_key(j)), reverse=True)
+        def victims() -> list[JobView]:  # (asked only if some pending job does not fit)
+            return sorted((j for j in preemptable(snapshot) if j.oracle_remaining_s is not None),
+                          key=lambda j: (_rem(j), submit_key(j)), reverse=True)
+
         preempts, _ = plan_preemptions(
             Capacity.of(snapshot),
             [j for j in known if not j.held],

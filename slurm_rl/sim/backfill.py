@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 
-from slurm_rl.sim.cluster import Alloc, Cluster, place_on, split
+from slurm_rl.sim.cluster import Alloc, Cluster, split
 from slurm_rl.sim.jobs import SimJob
 
 Ends = list[tuple[float, int, SimJob]]
@@ -58,7 +58,7 @@ def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
         shadow = t
     if not ok:
         return math.inf, list(cluster.free)
-    alloc = place_on(future, gpus, G)
+    alloc = cluster.place_on(future, gpus)
     assert alloc is not None, "reservation feasible but not placeable"
     for node, g in alloc:
         future[node] -= g
@@ -130,7 +130,7 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
         else:
             if g > avail_total or g >= fail_single or g in fail_multi:
                 continue
-            alloc = place_on(avail, g, G)
+            alloc = cluster.place_on(avail, g)
             if alloc is None:
                 if g <= G:
                     fail_single = g

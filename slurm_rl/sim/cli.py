@@ -51,6 +51,11 @@ def _option_value(text: str) -> Any:
               help="One time limit (s) for every job without one.")
 @click.option("--no-backfill", is_flag=True, help="Strict priority order, no EASY backfill.")
 @click.option("--bf-max-job-test", type=click.IntRange(min=0), default=500, show_default=True)
+@click.option("--conservative", is_flag=True,
+              help="Reserve for every job backfill examines (whole nodes), as slurmctld does, "
+              "instead of EASY's one reservation.")
+@click.option("--placement", type=click.Choice(["best-fit", "cons_tres"]), default="best-fit",
+              show_default=True, help="Node choice: fewest free GPUs, or Slurm's cons_tres.")
 @click.option("--elastic-fraction", type=click.FloatRange(0, 1), default=0.0,
               show_default=True, help="Share of jobs made elastic (GPU range 1..64).")
 @click.option("--audit", is_flag=True, help="Check the whole state after every event (slow).")
@@ -64,8 +69,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
              seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
              time_limit_factor: float, time_limit_round: float,
              time_limit_fixed: float | None, no_backfill: bool, bf_max_job_test: int,
-             elastic_fraction: float, audit: bool, jobs_out: str | None,
-             intervals_out: str | None, as_json: bool) -> None:
+             conservative: bool, placement: str, elastic_fraction: float, audit: bool,
+             jobs_out: str | None, intervals_out: str | None, as_json: bool) -> None:
     """Replay a trace through POLICY on a simulated Slurm GPU cluster (priority order + EASY
     backfill planned from time limits, as slurmctld schedules)."""
     if (nodes is None) == (load is None):
@@ -83,7 +88,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         engine = EngineConfig(
             nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
             restart_delay_s=restart_delay_s, backfill=not no_backfill,
-            bf_max_job_test=bf_max_job_test, elastic_fraction=elastic_fraction, audit=audit,
+            bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
+            elastic_fraction=elastic_fraction, audit=audit,
             time_limit=TimeLimitEstimate(factor=time_limit_factor, round_up_s=time_limit_round,
                                          fixed_s=time_limit_fixed))
         if not jobs:

@@ -1,9 +1,21 @@
-"""GPU placement as Slurm's cons_tres does it for whole-GPU gang jobs.
+"""GPU placement for whole-GPU gang jobs, two ways.
 
-A job of at most one node's GPUs goes on one node, best fit (the node with the fewest free GPUs
-that still holds it; ties to the lowest index). A bigger job spans k = ceil(g / G) nodes with an
-even split (g // k each, the remainder one more on some), so 16 GPUs on 4-GPU nodes take 4 whole
-nodes; nodes are again chosen tightest first.
+The shape is the same both ways: a job of at most one node's GPUs goes on one node; a bigger job
+spans k = ceil(g / G) nodes with an even split (g // k each, the remainder one more on some), so
+16 GPUs on 4-GPU nodes take 4 whole nodes.
+
+`best-fit` (the default, O(G) per placement): the node with the fewest free GPUs that still
+holds the job, ties to the lowest index; wide jobs take the tightest nodes too. Packs well.
+
+`cons_tres` (O(nodes)): the node choice of Slurm 22.05's select/cons_tres, measured on the test
+cluster (docs/sim-to-real.md). Nodes that can take the job's per-node GPUs and one more CPU form
+runs of consecutive node indexes; the run chosen is the first whose free CPUs and node count
+suffice and whose free CPU total is the smallest (if none suffices, the one with the most CPUs,
+then the next, ...); within the run, the nodes with the fewest free CPUs go first (ties to the
+lowest index). So a 1-GPU job goes to the busiest node of the "tightest" run, which is often not
+the node with the fewest free GPUs. Every job
+takes one CPU on each of its nodes (Slurm's default of one task, one CPU) out of
+`cpus_per_node`; free CPUs decide among runs, GPUs only decide which nodes are in one.
 """
 
 from __future__ import annotations
@@ -45,12 +57,68 @@ def place_on(free: Sequence[int], gpus: int, per_node: int) -> Alloc | None:
     return tuple(sorted(chosen))
 
 
-class Cluster:
-    """Free GPUs per node, bucketed by free count so that best fit costs O(G), not O(nodes)."""
+BEST_FIT, CONS_TRES = "best-fit", "cons_tres"
+PLACEMENTS = (BEST_FIT, CONS_TRES)
 
-    def __init__(self, nodes: int, per_node: int) -> None:
+
+def place_cons_tres(free: Sequence[int], cpus_used: Sequence[int], gpus: int, per_node: int,
+                    cpus: int) -> Alloc | None:
+    """Slurm cons_tres's node choice (module docstring) on a free-GPU map and the CPUs in use
+    per node (one per job in the simulator); None when it does not fit. An uneven wide split
+    (7 GPUs on 4-GPU nodes), which per-node sbatch requests cannot express, is placed best
+    fit."""
+    k, base, extra = split(gpus, per_node)
+    if extra:
+        return place_on(free, gpus, per_node)
+    need = base
+    runs: list[list[int]] = []  # [first node, nodes, free CPUs]
+    run: list[int] | None = None
+    for n, f in enumerate(free):
+        if f >= need and cpus_used[n] < cpus:
+            if run is None:
+                run = [n, 0, 0]
+                runs.append(run)
+            run[1] += 1
+            run[2] += cpus - cpus_used[n]
+        else:
+            run = None
+    chosen: list[int] = []
+    rem = k
+    while rem > 0 and runs:
+        best, best_ok = runs[0], runs[0][1] >= rem and runs[0][2] >= rem
+        for r in runs[1:]:
+            ok = r[1] >= rem and r[2] >= rem
+            if (ok and (not best_ok or r[2] < best[2])) or (
+                    not ok and not best_ok and r[2] > best[2]):
+                best, best_ok = r, ok
+        take = min(rem, best[1])
+        nodes = range(best[0], best[0] + best[1])
+        chosen.extend(sorted(nodes, key=lambda n: (cpus - cpus_used[n], n))[:take])
+        rem -= take
+        runs.remove(best)
+    if rem > 0:
+        return None
+    return tuple((n, base) for n in sorted(chosen))
+
+
+class Cluster:
+    """Free GPUs per node (bucketed by free count, so that best fit costs O(G), not O(nodes))
+    and jobs per node (for `cons_tres` placement)."""
+
+    def __init__(self, nodes: int, per_node: int, *, placement: str = BEST_FIT,
+                 cpus_per_node: int | None = None) -> None:
+        if placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, "
+                             f"got {placement!r}")
         self.nodes, self.per_node = nodes, per_node
+        self.placement = placement
+        self.cpus = cpus_per_node if cpus_per_node is not None else 2 * per_node
+        if self.cpus < per_node:
+            raise ValueError(f"cpus_per_node ({self.cpus}) must be >= gpus_per_node "
+                             f"({per_node}): every job takes a CPU on each of its nodes")
         self.free = [per_node] * nodes
+        self.jobs_on = [0] * nodes
+        """Jobs (one CPU each) per node."""
         self.free_total = nodes * per_node
         # _buckets[f]: sorted indices of nodes with exactly f free GPUs.
         self._buckets: list[list[int]] = [[] for _ in range(per_node + 1)]
@@ -66,6 +134,8 @@ class Cluster:
         """Where a job of `gpus` GPUs would go now (nothing is taken)."""
         if gpus > self.free_total or gpus <= 0:
             return None
+        if self.placement == CONS_TRES:
+            return place_cons_tres(self.free, self.jobs_on, gpus, self.per_node, self.cpus)
         G, buckets = self.per_node, self._buckets
         if gpus <= G:
             for f in range(gpus, G + 1):
@@ -99,15 +169,26 @@ class Cluster:
         self.free[node] = new
         self.free_total += delta
 
+    def place_on(self, free: Sequence[int], gpus: int,
+                 jobs: Sequence[int] | None = None) -> Alloc | None:
+        """This cluster's placement on another free map (a backfill plan); `jobs` per node
+        defaults to the jobs running now."""
+        if self.placement == CONS_TRES:
+            return place_cons_tres(free, self.jobs_on if jobs is None else jobs, gpus,
+                                   self.per_node, self.cpus)
+        return place_on(free, gpus, self.per_node)
+
     def take(self, alloc: Alloc) -> None:
         self.version += 1
         for node, g in alloc:
             self._move(node, -g)
+            self.jobs_on[node] += 1
 
     def give(self, alloc: Alloc) -> None:
         self.version += 1
         for node, g in alloc:
             self._move(node, g)
+            self.jobs_on[node] -= 1
 
     def audit(self) -> None:
         """Check the buckets against the free map (tests and --audit runs)."""
@@ -116,3 +197,4 @@ class Cluster:
             assert bucket == sorted(bucket), f"bucket {f} unsorted"
             assert all(self.free[n] == f for n in bucket), f"bucket {f} holds a wrong node"
         assert sum(len(b) for b in self._buckets) == self.nodes, "a node is in no bucket"
+        assert all(0 <= j <= self.cpus for j in self.jobs_on), "jobs per node out of range"

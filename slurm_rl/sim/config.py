@@ -59,21 +59,58 @@ class EngineConfig:
     decide_on_events: bool = True
     """Call the policy at every arrival/completion (coalesced per timestamp). False models
     the daemon's fixed poll cycle: decisions only on ticks."""
+    tick_phase_s: float | None = None
+    """Put ticks on a fixed grid, tick_phase_s + k x tick_s (trace seconds), as the daemon's
+    fixed-rate cycle falls. None: a tick comes tick_s after the decision or event before it."""
+    decision_delay_s: float = 0.0
+    """Time from the snapshot a decision is made on to the moment Slurm has it (the daemon's
+    poll + decide + act). Jobs may start, end or arrive in between; entries that no longer
+    apply are ignored (counted in notes)."""
     skip_futile: bool = True
     """Skip decide() calls that can not change anything, for a policy that declares it never
     preempts (`preempts = False`) or never resizes (`resizes = False`): see
-    Simulator._worth_deciding. Exact for pure policies; a large saving on big traces."""
+    Simulator._worth_deciding. Exact for pure policies; a large saving on big traces. Only
+    with decide_on_events and no decision_delay_s: on a fixed cycle a skipped call would leave
+    the previous ranks in force until the next tick."""
     restart_delay_s: float = 30.0
     """Time a job makes no progress after a requeue or a resize (checkpoint reload)."""
+    launch_delay_s: float = 0.0
+    """Time from Slurm's start of a job to its first instruction (prolog, slurmd, step launch),
+    paid at every start with the GPUs held. About 0.03 s on the test cluster."""
     backfill: bool = True
     """EASY backfill; False: strict priority order (the main scheduler alone)."""
     conservative: bool = False
     """With backfill: give every job that backfill examines a reservation, as slurmctld's
     backfill scheduler does (`sim/conservative.py`), instead of protecting only the top blocked
     job (EASY). This is what reproduced the test cluster's start order (docs/sim-to-real.md)."""
+    placement: str = "best-fit"
+    """Node choice: "best-fit" (fewest free GPUs that hold the job; fast) or "cons_tres"
+    (Slurm 22.05's select/cons_tres choice, measured on the test cluster; O(nodes) per
+    placement). See `sim/cluster.py`."""
+    cpus_per_node: int | None = None
+    """CPUs per node for "cons_tres" placement (each job takes one per node; default
+    2 x gpus_per_node)."""
     bf_max_job_test: int = 500
     """Jobs below the top blocked one that backfill examines per pass (Slurm's default
     bf_max_job_test; 0: no limit)."""
+    bf_interval_s: float = 0.0
+    """slurmctld's cadence. 0 (the default): a full scheduling pass (main scheduler, then
+    backfill) at every event. > 0: backfill, which may start any job that delays no higher
+    one, runs only every bf_interval_s, at bf_phase_s + k x bf_interval_s; the main scheduler
+    (priority order, stopping at the first job that does not fit) runs on its own cycle
+    (sched_interval_s), or at every event if that is 0. Measured on the test cluster
+    (slurmctld.log, bf_interval=1, sched_interval=1): new jobs, new priorities and freed GPUs
+    all wait for the next cycle of one or the other; nothing starts at submission."""
+    bf_phase_s: float = 0.0
+    """Where the backfill cycles fall (trace seconds, modulo bf_interval_s)."""
+    sched_interval_s: float = 0.0
+    """The main scheduler's cycle (with bf_interval_s > 0); 0: at every event."""
+    sched_phase_s: float = 0.0
+    """Where the main scheduler's cycles fall (trace seconds, modulo sched_interval_s)."""
+    bf_times_s: tuple[float, ...] = ()
+    sched_times_s: tuple[float, ...] = ()
+    """Explicit cycle instants (trace seconds, ascending), e.g. read from a real slurmctld's
+    debug log; the grids take over after the last one."""
     time_limit: TimeLimitEstimate = field(default_factory=TimeLimitEstimate)
     elastic_fraction: float = 0.0
     """Share of jobs (drawn with the seed) made elastic with GPU range 1..elastic_max_gpus,
@@ -90,6 +127,31 @@ class EngineConfig:
                              f"{self.gpus_per_node}")
         if self.tick_s < 0 or self.restart_delay_s < 0 or self.bf_max_job_test < 0:
             raise ValueError("tick_s, restart_delay_s and bf_max_job_test must be >= 0")
+        if not 0 <= self.launch_delay_s < math.inf:
+            raise ValueError(f"launch_delay_s must be >= 0, got {self.launch_delay_s}")
+        if not 0 <= self.decision_delay_s < math.inf:
+            raise ValueError(f"decision_delay_s must be >= 0, got {self.decision_delay_s}")
+        if self.tick_phase_s is not None and self.tick_s <= 0:
+            raise ValueError("tick_phase_s needs tick_s > 0")
+        if not (0 <= self.bf_interval_s < math.inf and 0 <= self.sched_interval_s < math.inf):
+            raise ValueError("bf_interval_s and sched_interval_s must be >= 0")
+        for name in ("bf_times_s", "sched_times_s"):
+            times = tuple(float(t) for t in getattr(self, name))
+            if list(times) != sorted(times):
+                raise ValueError(f"{name} must be ascending")
+            object.__setattr__(self, name, times)
+        if self.bf_times_s and self.bf_interval_s <= 0 or (
+                self.sched_times_s and self.sched_interval_s <= 0):
+            raise ValueError("bf_times_s / sched_times_s need bf_interval_s / sched_interval_s "
+                             "> 0 (the grid after the last instant)")
+        if self.sched_interval_s > 0 and self.bf_interval_s <= 0:
+            raise ValueError("sched_interval_s needs bf_interval_s > 0 (with bf_interval_s = 0 "
+                             "every event runs a full pass)")
+        if self.placement not in ("best-fit", "cons_tres"):
+            raise ValueError(f"placement must be best-fit or cons_tres, got {self.placement!r}")
+        if self.cpus_per_node is not None and self.cpus_per_node < self.gpus_per_node:
+            raise ValueError(f"cpus_per_node ({self.cpus_per_node}) must be >= gpus_per_node "
+                             f"({self.gpus_per_node})")
         if not self.decide_on_events and self.tick_s <= 0:
             raise ValueError("decide_on_events = false needs tick_s > 0")
         if not 0.0 <= self.elastic_fraction <= 1.0:

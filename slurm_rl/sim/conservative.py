@@ -8,8 +8,13 @@ written into the map, so no lower job may delay it. Only the first `max_test` jo
 (bf_max_job_test). On the test cluster this, not EASY backfill (one protected job), is what
 reproduced slurmctld's start order (docs/sim-to-real.md).
 
+A reservation holds WHOLE NODES for its window, as slurmctld 22.05's backfill map does (it
+records node bitmaps): measured on the test cluster, a 1-GPU job with a long limit was not
+backfilled onto a node with 2 GPUs free now and 4 later, when a 3-GPU job was planned there.
+
 The map is a step function: breakpoints `times[0] = now < times[1] < ...` and, for each interval
-[times[k], times[k+1]), the free GPUs per node.
+[times[k], times[k+1]), the free GPUs per node (-1: reserved) and the jobs per node (for
+`cons_tres` placement).
 """
 
 from __future__ import annotations
@@ -18,24 +23,31 @@ import bisect
 import math
 from collections.abc import Callable, Iterable
 
-from slurm_rl.sim.cluster import Alloc, Cluster, place_on
+from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.jobs import SimJob
 
 Ends = list[tuple[float, int, SimJob]]
 
 
+_RESERVED = -1
+
+
 class _Profile:
     def __init__(self, now: float, cluster: Cluster, ends: Ends) -> None:
+        self.cluster = cluster
         self.times: list[float] = [now]
         self.free: list[list[int]] = [list(cluster.free)]
+        self.jobs: list[list[int]] = [list(cluster.jobs_on)]
         for end, _seq, job in ends:
             # A job past its limit is planned as ending just after now (its GPUs are busy now).
             t = max(now + 1e-6, end)
             if t > self.times[-1]:
                 self.times.append(t)
                 self.free.append(list(self.free[-1]))
+                self.jobs.append(list(self.jobs[-1]))
             for node, g in job.alloc:
                 self.free[-1][node] += g
+                self.jobs[-1][node] -= 1
 
     def _split_at(self, t: float) -> int:
         """Index of the interval starting exactly at t (inserting a breakpoint if needed)."""
@@ -44,9 +56,10 @@ class _Profile:
             return k
         self.times.insert(k + 1, t)
         self.free.insert(k + 1, list(self.free[k]))
+        self.jobs.insert(k + 1, list(self.jobs[k]))
         return k + 1
 
-    def earliest(self, gpus: int, duration: float, per_node: int) -> tuple[int, Alloc] | None:
+    def earliest(self, gpus: int, duration: float) -> tuple[int, Alloc] | None:
         """(interval index, placement) of the earliest start that fits for `duration`."""
         n = len(self.times)
         for k in range(n):
@@ -60,12 +73,14 @@ class _Profile:
                     if f < window[i]:
                         window[i] = f
                 j += 1
-            alloc = place_on(window, gpus, per_node)
+            alloc = self.cluster.place_on(window, gpus, self.jobs[k])
             if alloc is not None:
                 return k, alloc
         return None
 
-    def reserve(self, k: int, duration: float, alloc: Alloc) -> None:
+    def reserve(self, k: int, duration: float, alloc: Alloc, *, started: bool) -> None:
+        """Write a job into the map from interval k for `duration`: a job started now holds
+        its GPUs (and a CPU per node); a planned one holds its whole nodes."""
         start = self.times[k]
         end = start + duration
         if math.isfinite(end):
@@ -73,8 +88,13 @@ class _Profile:
         k = self._split_at(start)
         j = k
         while j < len(self.times) and self.times[j] < end:
+            free, jobs = self.free[j], self.jobs[j]
             for node, g in alloc:
-                self.free[j][node] -= g
+                if started:
+                    free[node] -= g
+                    jobs[node] += 1
+                else:
+                    free[node] = _RESERVED
             j += 1
 
 
@@ -86,7 +106,6 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
     running."""
     if cluster.free_total == 0:
         return
-    G = cluster.per_node
     profile: _Profile | None = None
     tested = 0
     for job in queue:
@@ -104,15 +123,15 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
         if max_test and tested > max_test:
             return
         duration = job.limit_at(g)
-        found = profile.earliest(g, duration, G)
+        found = profile.earliest(g, duration)
         if found is None:
             continue  # can never fit: no reservation (Slurm leaves it pending)
         k, alloc = found
-        if k == 0 and place_on(cluster.free, g, G) is not None:
+        if k == 0 and all(cluster.free[node] >= c for node, c in alloc):
             # Fits now without touching any reservation made for a higher job.
             start(job, alloc)
-            profile.reserve(0, duration, alloc)
+            profile.reserve(0, duration, alloc, started=True)
             if cluster.free_total == 0:
                 return
             continue
-        profile.reserve(k, duration, alloc)
+        profile.reserve(k, duration, alloc, started=False)

@@ -17,6 +17,12 @@ How a Decision maps onto the cluster:
   decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
   count applies to jobs with an intent GPU range (clamped into it and to the cluster).
 Anything invalid is ignored and counted in `SimResult.notes`.
+
+To compare with a real cluster (docs/sim-to-real.md) the engine can also follow slurmctld's
+cadence instead of passing at every event: backfill and the main scheduler on their own cycles
+(`bf_interval_s`, `sched_interval_s`, or explicit instants), the policy on the daemon's fixed
+grid (`tick_phase_s`) with its decisions landing `decision_delay_s` later (an _APPLY event), and
+a launch delay at every start.
 """
 
 from __future__ import annotations
@@ -25,16 +31,16 @@ import heapq
 import itertools
 import math
 import time
-from bisect import bisect_left, insort
+from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from slurm_rl.core import (
     ClusterSnapshot,
     Decision,
     JobId,
     JobState,
-    JobView,
     NodeView,
     Policy,
 )
@@ -44,16 +50,17 @@ from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
 from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.trace import TraceJob
-from slurm_rl.sim.views import RunningView, node_name, node_view
+from slurm_rl.sim.views import node_name, node_view
 
-_FINISH, _TICK = 0, 2
+_FINISH, _APPLY, _TICK, _MAIN, _BF = 0, 1, 2, 3, 4
 _MAX_NOTE_SAMPLES = 20
 
 
 class Simulator:
     def __init__(self, jobs: Sequence[TraceJob], policy: Policy, config: EngineConfig) -> None:
         self.policy, self.cfg = policy, config
-        self.cluster = Cluster(config.nodes, config.gpus_per_node)
+        self.cluster = Cluster(config.nodes, config.gpus_per_node,
+                               placement=config.placement, cpus_per_node=config.cpus_per_node)
         self.now = -math.inf
         self._jobs, self.dropped = make_jobs(jobs, config)
         self._heap: list[tuple[float, int, int, SimJob | None, int]] = []
@@ -69,9 +76,24 @@ class Simulator:
         self._ranked: list[SimJob] = []
         self._reservations = backfill.ReservationCache()
         self._tick_at: float | None = None
+        self._bf_at: float | None = None
+        self._main_at: float | None = None
+        # Skipping a futile call is exact only if the next event asks the policy again at once:
+        # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
+        self._may_skip = (config.skip_futile and config.decide_on_events
+                          and config.decision_delay_s == 0)
+        self._in_flight: dict[int, Decision] = {}
+        """Decisions made but not yet applied (decision_delay_s), by event seq."""
         self._node_views: list[NodeView] = [
             node_view(n, config.gpus_per_node, 0) for n in range(config.nodes)]
         self._dirty_nodes: set[int] = set()
+        self._free_counts: list[int] | None = None
+        """Nodes per free-GPU count, built at the first snapshot, then kept up to date."""
+        self._made_views: dict[tuple[int, int], NodeView] = {}
+        """NodeViews are values: one per node and GPU count is enough."""
+        self._static: tuple[dict[str, Any], ...] = ()
+        self._static_at: int | None = None
+        """Cluster version the running jobs' fixed fields (`_static`) were built at."""
         self._records: dict[int, JobRecord] = {}
         self._intervals: list[Interval] = []
         self.decisions = self.preemptions = self.resizes = 0
@@ -93,7 +115,7 @@ class Simulator:
             if t < self.now:
                 raise SimulationError(f"clock went back from {self.now} to {t}")
             self.now = t
-            changed = tick = False
+            changed = tick = main = bf = False
             while heap and heap[0][0] == t and heap[0][1] == _FINISH:
                 _, _, _, job, version = heapq.heappop(heap)
                 assert job is not None
@@ -104,24 +126,57 @@ class Simulator:
                 self._arrive(jobs[self._next_arrival])
                 self._next_arrival += 1
                 changed = True
+            applied = False
+            while heap and heap[0][0] == t and heap[0][1] == _APPLY:
+                _, _, seq, _, _ = heapq.heappop(heap)
+                self._apply(self._in_flight.pop(seq))
+                applied = True
             while heap and heap[0][0] == t and heap[0][1] == _TICK:
                 heapq.heappop(heap)
                 if self._tick_at == t:
                     self._tick_at = None
                     tick = True
+            while heap and heap[0][0] == t and heap[0][1] == _MAIN:
+                heapq.heappop(heap)
+                if self._main_at == t:
+                    self._main_at = None
+                    main = True
+            while heap and heap[0][0] == t and heap[0][1] == _BF:
+                heapq.heappop(heap)
+                if self._bf_at == t:
+                    self._bf_at = None
+                    bf = True
             decided = False
             if ((changed and cfg.decide_on_events) or (
                     tick and (self._pending or (cfg.idle_ticks and self._active)))
-                    ) and self._worth_deciding():
+                    ) and (not self._may_skip or self._worth_deciding()):
                 self._decide()
                 decided = True
-            if changed or decided:
-                self._schedule()
+            if cfg.bf_interval_s <= 0:
+                if changed or decided or applied:
+                    self._schedule()
+            else:
+                # slurmctld's cadence: the main scheduler and backfill each run on their own
+                # cycle (the main scheduler at events if it has none).
+                if bf:
+                    self._schedule()
+                elif main or (cfg.sched_interval_s <= 0 and (changed or decided or applied)):
+                    self._schedule(main_only=True)
+                if self._pending:
+                    if self._bf_at is None:
+                        self._bf_at = self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
+                                                       cfg.bf_interval_s)
+                        self._push(self._bf_at, _BF)
+                    if cfg.sched_interval_s > 0 and self._main_at is None:
+                        self._main_at = self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
+                                                         cfg.sched_interval_s)
+                        self._push(self._main_at, _MAIN)
             if cfg.tick_s > 0 and self._tick_at is None and self._active:
-                self._push_tick(self.now + cfg.tick_s)
+                self._push_tick(self._next_tick())
             if cfg.audit:
                 self.audit()
-            if self._pending and not self._running and self._next_arrival >= n:
+            if (self._pending and not self._running and self._next_arrival >= n
+                    and cfg.bf_interval_s <= 0):  # with a cadence, the next cycle starts one
                 raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
                                       f"at t={t}: they can never start")
         if self._active:
@@ -141,6 +196,24 @@ class Simulator:
     def _push_tick(self, at: float) -> None:
         self._tick_at = at
         self._push(at, _TICK)
+
+    def _next_tick(self) -> float:
+        """The next policy tick after now: tick_s on, or the next point of the fixed grid."""
+        tick, phase = self.cfg.tick_s, self.cfg.tick_phase_s
+        if phase is None:
+            return self.now + tick
+        return self._next_on_grid(phase, tick)
+
+    def _next_cycle(self, times: tuple[float, ...], phase: float, period: float) -> float:
+        """The next scheduler cycle after now: from the explicit instants while they last,
+        then on the grid."""
+        i = bisect_right(times, self.now)
+        return times[i] if i < len(times) else self._next_on_grid(phase, period)
+
+    def _next_on_grid(self, phase: float, period: float) -> float:
+        """The first point of phase + k x period strictly after now."""
+        at = phase + (math.floor((self.now - phase) / period) + 1) * period
+        return at if at > self.now else at + period
 
     def _note(self, kind: str, detail: str) -> None:
         self.notes[kind] += 1
@@ -168,7 +241,8 @@ class Simulator:
         self.cluster.take(alloc)
         self._dirty_nodes.update(n for n, _ in alloc)
         job.alloc, job.state, job.run_start = alloc, JobState.RUNNING, now
-        job.progress_from = now + (cfg.restart_delay_s if job.needs_delay else 0.0)
+        job.progress_from = now + cfg.launch_delay_s + (
+            cfg.restart_delay_s if job.needs_delay else 0.0)
         job.needs_delay = False
         job.rate = job.rate_at(job.gpus)
         if job.first_start is None:
@@ -230,19 +304,28 @@ class Simulator:
 
     def snapshot(self) -> ClusterSnapshot:
         G, now = self.cfg.gpus_per_node, self.now
+        node_views, free = self._node_views, self.cluster.free
+        counts = self._free_counts
+        if counts is None:
+            counts = self._free_counts = [0] * (G + 1)
+            for v in node_views:
+                counts[G - v.gpus_alloc] += 1
+        made = self._made_views
         for n in self._dirty_nodes:
-            self._node_views[n] = node_view(n, G, G - self.cluster.free[n])
+            counts[G - node_views[n].gpus_alloc] -= 1
+            counts[free[n]] += 1
+            view = made.get((n, free[n]))
+            if view is None:
+                view = made[n, free[n]] = node_view(n, G, G - free[n])
+            node_views[n] = view
         self._dirty_nodes.clear()
-        pending = tuple([j.pending_view(G) for j in self._queue_in_submit_order()])
-        # views.running_view, inlined: this loop is the simulator's hottest path.
-        new, put, cls = object.__new__, object.__setattr__, RunningView
-        running: list[JobView] = []
-        for j in self._running:
-            view = new(cls)
-            put(view, "__dict__", j.view_static or j.run_static())
-            put(view, "_now", now)
-            running.append(view)
-        return views.snapshot(now, pending, tuple(running), tuple(self._node_views))
+        pending = tuple([j.view or j.pending_view(G) for j in self._queue_in_submit_order()])
+        # The running jobs' fixed fields (views.SimSnapshot builds their views only when a
+        # policy reads them); every start and stop moves the cluster's version.
+        if self._static_at != self.cluster.version:
+            self._static = tuple([j.view_static or j.run_static() for j in self._running])
+            self._static_at = self.cluster.version
+        return views.snapshot(now, pending, self._static, tuple(node_views), tuple(counts))
 
     def _queue_in_submit_order(self) -> Iterator[SimJob]:
         if not self._pending_sorted:
@@ -282,9 +365,15 @@ class Simulator:
         self.decisions += 1
         if not isinstance(decision, Decision):
             raise SimulationError(f"policy {self.policy.name} returned {type(decision).__name__}")
-        self._apply(decision)
+        if self.cfg.decision_delay_s > 0:
+            seq = next(self._seq)
+            self._in_flight[seq] = decision
+            heapq.heappush(self._heap, (self.now + self.cfg.decision_delay_s, _APPLY, seq,
+                                        None, 0))
+        else:
+            self._apply(decision)
         if self.cfg.tick_s > 0 and self._active:
-            self._push_tick(self.now + self.cfg.tick_s)
+            self._push_tick(self._next_tick())
 
     def _apply(self, d: Decision) -> None:
         active = self._active
@@ -369,7 +458,9 @@ class Simulator:
             if job.rank is None and job.state is pending:
                 yield job
 
-    def _schedule(self) -> None:
+    def _schedule(self, *, main_only: bool = False) -> None:
+        """One scheduling pass; `main_only`: slurmctld's main scheduler alone (strict priority
+        order, stopping at the first job that does not fit)."""
         if not self._pending or self.cluster.free_total == 0:
             return
         started: list[SimJob] = []
@@ -378,7 +469,10 @@ class Simulator:
             self._start(job, alloc)
             started.append(job)
 
-        if self.cfg.backfill and self.cfg.conservative:
+        if main_only:
+            backfill.schedule(self.now, self._priority_order(), self.cluster, self._ends,
+                              start, backfill=False, max_test=0)
+        elif self.cfg.backfill and self.cfg.conservative:
             conservative.schedule(self.now, self._priority_order(), self.cluster, self._ends,
                                   start, max_test=self.cfg.bf_max_job_test)
         else:

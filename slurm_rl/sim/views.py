@@ -10,6 +10,7 @@ from the run's parameters frozen at snapshot time (a policy that never reads the
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
@@ -88,12 +89,24 @@ def _predicted(run: Run, now: float) -> float | None:
     return (run.total - _done(run, now)) / run.rate
 
 
+def _get_attained(self: RunningView) -> Any:
+    """_lazy's getter for attained_gpu_s with _attained inlined (policies read it a lot)."""
+    d = self.__dict__
+    if "attained_gpu_s" in d:
+        return d["attained_gpu_s"]
+    run = d["_run"]
+    return run.attained + run.gpus * (self._now - run.run_start)
+
+
 def _lazy(name: str, compute: Callable[[Run, float], Any]) -> property:
     def get(self: RunningView) -> Any:
         d = self.__dict__
         if name in d:  # set explicitly (dataclasses.replace builds through __init__)
             return d[name]
         return compute(d["_run"], self._now)
+
+    if compute is _attained:
+        get = _get_attained
 
     def put(self: RunningView, value: Any) -> None:  # reached only from JobView.__init__
         if "_run" in self.__dict__:
@@ -134,20 +147,75 @@ def running_view(static: dict[str, Any], now: float) -> JobView:
 
 
 class SimSnapshot(ClusterSnapshot):
-    """A ClusterSnapshot whose `pending` and `running` are the tuples the engine already has
-    (the base class filters every job through JobState.is_pending on each call)."""
+    """A ClusterSnapshot whose `pending` is the tuple the engine already has (the base class
+    filters every job through JobState.is_pending on each call) and whose running jobs' views
+    are built on first read of `running` or `jobs` (from the runs' fixed fields, captured when
+    the snapshot is taken): a policy that never looks at running jobs never pays for them.
 
-    __slots__ = ("_pending", "_running")
+    `free_counts[f]` is how many nodes have exactly f GPUs free (every simulated node is usable
+    and has the same GPU count, len(free_counts) - 1)."""
+
+    __slots__ = ("_pending", "_running", "_static", "free_counts")
     _pending: tuple[JobView, ...]
-    _running: tuple[JobView, ...]
+    _running: tuple[JobView, ...] | None
+    _static: tuple[dict[str, Any], ...]
+    free_counts: tuple[int, ...]
 
     @property
     def pending(self) -> tuple[JobView, ...]:
-        return self._pending
+        try:
+            return self._pending
+        except AttributeError:  # built through __init__ (dataclasses.replace)
+            return super().pending
 
     @property
     def running(self) -> tuple[JobView, ...]:
-        return self._running
+        try:
+            running = self._running
+        except AttributeError:
+            return super().running
+        if running is None:  # running_view(static, self.time) for each, inlined
+            now, cls = self.time, RunningView
+            views = []
+            for static in self._static:
+                view = _new(cls)
+                _set(view, "__dict__", static)
+                _set(view, "_now", now)
+                views.append(view)
+            running = tuple(views)
+            _set(self, "_running", running)
+        return running
+
+    @property
+    def running_ids(self) -> frozenset[JobId]:
+        try:
+            static = self._static
+        except AttributeError:
+            return super().running_ids
+        global _ids_cache
+        if _ids_cache[0] is not static:  # snapshots share `static` while nothing starts or ends
+            _ids_cache = (static, frozenset(map(_get_id, static)))
+        return _ids_cache[1]
+
+    @property
+    def finished(self) -> tuple[JobView, ...]:
+        if hasattr(self, "_running"):
+            return ()
+        return super().finished
+
+    def _get_jobs(self) -> tuple[JobView, ...]:
+        d = self.__dict__
+        jobs = d.get("jobs")
+        if jobs is None:
+            jobs = d["jobs"] = self._pending + self.running
+        return jobs  # type: ignore[no-any-return]
+
+    def _set_jobs(self, value: tuple[JobView, ...]) -> None:  # only from __init__
+        if "jobs" in self.__dict__ or hasattr(self, "_running"):
+            raise AttributeError("cannot assign to field 'jobs'")
+        self.__dict__["jobs"] = value
+
+    jobs = property(_get_jobs, _set_jobs)  # type: ignore[assignment]
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, ClusterSnapshot):
@@ -157,12 +225,20 @@ class SimSnapshot(ClusterSnapshot):
     __hash__ = ClusterSnapshot.__hash__
 
 
-def snapshot(time: float, pending: tuple[JobView, ...], running: tuple[JobView, ...],
-             nodes: tuple[NodeView, ...]) -> ClusterSnapshot:
+_get_id = operator.itemgetter("id")
+_ids_cache: tuple[object, frozenset[JobId]] = (None, frozenset())
+
+
+def snapshot(time: float, pending: tuple[JobView, ...], running: tuple[dict[str, Any], ...],
+             nodes: tuple[NodeView, ...], free_counts: tuple[int, ...]) -> ClusterSnapshot:
+    """`running`: each running job's fixed fields plus '_run' (see `running_view`), shared and
+    never written."""
     snap = _new(SimSnapshot)
-    _set(snap, "__dict__", {"time": time, "jobs": pending + running, "nodes": nodes})
+    _set(snap, "__dict__", {"time": time, "nodes": nodes})
     _set(snap, "_pending", pending)
-    _set(snap, "_running", running)
+    _set(snap, "_running", None)
+    _set(snap, "_static", running)
+    _set(snap, "free_counts", free_counts)
     return snap  # type: ignore[no-any-return]
 
 

@@ -53,6 +53,23 @@ def test_simulate_without_deadlines_reports_null(tmp_path: Path) -> None:
     assert s["deadline_hit_rate"] is None and s["avg_jct_s"] == 75.0
 
 
+def test_simulate_slurm_like_flags_change_the_schedule(tmp_path: Path) -> None:
+    """--conservative and --placement cons_tres reach the engine: on a contended window the
+    node lists (and here the schedule) differ from the EASY / best-fit defaults."""
+    outs: list[str] = []
+    for extra in ([], ["--conservative", "--placement", "cons_tres"]):
+        iv = tmp_path / f"iv{len(outs)}.csv"
+        code, out = invoke("simulate", "--trace", TRACE, "--format", "itp-deadline",
+                           "--policy", "fifo", "--nodes", "3", "--gpus-per-node", "4",
+                           "--window", "0:120", "--json", "--intervals-out", str(iv), *extra)
+        assert code == 0, out
+        outs.append(iv.read_text())
+    assert outs[0] != outs[1]
+    code, out = invoke("simulate", "--trace", TRACE, "--format", "itp-deadline", "--policy",
+                       "fifo", "--nodes", "2", "--placement", "first-fit")
+    assert code == 2 and "--placement" in out
+
+
 def test_simulate_human_summary() -> None:
     code, out = invoke("simulate", "--trace", TRACE, "--format", "itp-deadline", "--policy",
                        "edf", "--load", "0.8", "--window", "0:30")

@@ -37,3 +37,18 @@ def test_conservative_protects_every_examined_job() -> None:
     assert got["D"] == (20, 50)
     assert got["C"] == (100, 110)
     assert got["E"] == (110, 200)
+
+
+def test_conservative_reservation_holds_whole_nodes() -> None:
+    """Measured on the test cluster (Slurm 22.05): node2-node4 busy for 10 minutes, node1 half
+    busy (2 GPUs, limit 1 min); P (3 GPUs) is planned on node1 when that job's limit ends; Q
+    (1 GPU, 5 min) fits on node1 now and would leave P its 3 GPUs, yet slurmctld left it
+    pending until P's window: backfill reservations are whole nodes."""
+    jobs = [job("L2", 0, 120, 4, time_limit_s=600), job("L3", 0, 120, 4, time_limit_s=600),
+            job("L4", 0, 120, 4, time_limit_s=600), job("A", 0, 40, 2, time_limit_s=60),
+            job("P", 2, 30, 3, time_limit_s=300), job("Q", 3, 30, 1, time_limit_s=300)]
+    got = by_id(run(jobs, make("fifo"), nodes=4, gpus_per_node=4, conservative=True))
+    assert got["P"] == (40, 70)
+    assert got["Q"] == (40, 70)  # with P, when A ends: the main scheduler, in order
+    easy = by_id(run(jobs, make("fifo"), nodes=4, gpus_per_node=4))
+    assert easy["Q"] == (3, 33)  # EASY: Q leaves P its GPUs, so it backfills at once

@@ -19,6 +19,7 @@ from slurm_rl.core import (
     Preempt,
     Resize,
 )
+from slurm_rl.policies import make
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate, from_table
 from slurm_rl.sim.engine import SimulationError, Simulator
 
@@ -248,3 +249,67 @@ def test_snapshots_behave_like_plain_ones() -> None:
     plain = ClusterSnapshot(time=snap.time, jobs=plain_jobs, nodes=snap.nodes)
     assert snap == plain and plain == snap
     assert (snap.gpus_total, snap.gpus_free) == (1, 0)
+
+
+# --- the daemon's timing: a fixed cycle grid and a poll-to-act delay ---------------------------
+
+def test_ticks_on_a_fixed_grid() -> None:
+    policy = FakePolicy()
+    run([job("a", 0.2, 5, 4), job("b", 0.4, 5, 4), job("c", 7.9, 2, 4)], policy, nodes=1,
+        tick_s=1.0, decide_on_events=False, tick_phase_s=0.3)
+    times = [s.time for s in policy.seen]
+    assert times and all(abs(t % 1.0 - 0.3) < 1e-9 for t in times), times
+
+
+def test_decision_applied_after_the_delay() -> None:
+    """X holds the only GPU until t=10; A and B wait. The policy ranks B first from t=9.4 on.
+    Decided at the 9.5 tick, that reaches Slurm at 10.3 with a 0.8 s delay: A (submit order)
+    has started at 10. Without the delay B starts at 10."""
+    def b_first(snap: ClusterSnapshot) -> Decision:
+        if snap.time < 9.4:
+            return Decision(policy="fake")
+        last = max(snap.pending, key=lambda j: j.submit_time)  # B (the simulator's own ids)
+        return Decision(policy="fake", order=tuple(
+            JobOrder(job_id=j.id, rank=0 if j is last else 1) for j in snap.pending))
+    jobs = [job("X", 0, 10, 1), job("A", 1, 5, 1), job("B", 2, 5, 1)]
+    cfg = dict(nodes=1, gpus_per_node=1, tick_s=1.0, decide_on_events=False, tick_phase_s=0.5)
+    late = by_id(run(jobs, FakePolicy(b_first), decision_delay_s=0.8, **cfg))
+    assert late["A"] == (10, 15) and late["B"] == (15, 20)
+    now = by_id(run(jobs, FakePolicy(b_first), **cfg))
+    assert now["B"] == (10, 15) and now["A"] == (15, 20)
+
+
+# --- slurmctld's cadence: main scheduler and backfill on their own cycles ----------------------
+
+def test_new_jobs_wait_for_a_cycle_and_launch_delay_is_paid() -> None:
+    """Nothing starts at submission: B, alone on an idle cluster, waits for the backfill cycle
+    at 20.5; A waits for X's GPU until the cycle after X ends. Each start pays the launch
+    delay before the job's work begins."""
+    jobs = [job("X", 0, 10, 1), job("A", 1, 5, 1), job("B", 20.2, 2, 1)]
+    got = by_id(run(jobs, FakePolicy(), nodes=1, gpus_per_node=1, bf_interval_s=1.0,
+                    bf_phase_s=0.5, sched_interval_s=1.0, sched_phase_s=0.8,
+                    launch_delay_s=0.25))
+    assert got["X"] == (0.5, 10.75)
+    assert got["A"] == (10.8, 16.05)  # main cycle at 10.8 (X ends at 10.75)
+    assert got["B"] == (20.5, 22.75)
+
+
+def test_main_cycle_stops_at_the_first_blocked_job_backfill_does_not() -> None:
+    """Y holds 2 of 4 GPUs until 100, X the other 2 until 10. P (4 GPUs) must wait for Y;
+    Q (1 GPU, 3 s) fits when X ends. The main cycle at 10.1 stops at P; the backfill cycle
+    at 10.6 starts Q, which ends long before P's reservation."""
+    jobs = [job("Y", 0, 100, 2, time_limit_s=100), job("X", 0, 10, 2, time_limit_s=10),
+            job("P", 1, 5, 4, time_limit_s=5), job("Q", 2, 3, 1, time_limit_s=3)]
+    got = by_id(run(jobs, make("fifo"), nodes=1, gpus_per_node=4, conservative=True,
+                    bf_interval_s=1.0, bf_phase_s=0.6, sched_interval_s=1.0, sched_phase_s=0.1))
+    assert got["Q"] == (10.6, 13.6)
+    assert got["P"][0] == 100.1  # the first main cycle after Y ends
+
+
+def test_cadence_settings_are_checked() -> None:
+    with pytest.raises(ValueError, match="sched_interval_s needs bf_interval_s"):
+        EngineConfig(nodes=1, gpus_per_node=1, sched_interval_s=1.0)
+    with pytest.raises(ValueError, match="launch_delay_s"):
+        EngineConfig(nodes=1, gpus_per_node=1, launch_delay_s=-1)
+    with pytest.raises(ValueError, match="placement"):
+        EngineConfig(nodes=1, gpus_per_node=1, placement="first-fit")

@@ -112,7 +112,8 @@ def check_invariants(jobs: list[TraceJob], r: SimResult, per_node: int) -> None:
         assert all(a.end <= b.start for a, b in zip(ivs, ivs[1:], strict=False))
         assert len(ivs) == rec.restarts + 1
         if rec.restarts == 0 and rec.gpus == rec.trace_gpus:
-            assert rec.end - rec.start == pytest.approx(rec.trace_duration)
+            launch = r.config.launch_delay_s
+            assert rec.end - rec.start == pytest.approx(rec.trace_duration + launch)
     # GPUs in use never exceed any node's capacity (sweep over the intervals).
     events: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for iv in r.intervals:
@@ -141,6 +142,32 @@ def test_invariants_under_chaos(jobs: list[TraceJob], nodes: int, per_node: int)
 def test_invariants_under_each_policy(name: str, jobs: list[TraceJob], nodes: int,
                                       per_node: int) -> None:
     r = simulate(jobs, policies.make(name), nodes, per_node)
+    check_invariants(jobs, r, per_node)
+
+
+SLURM_LIKE = st.fixed_dictionaries({
+    "placement": st.sampled_from(["best-fit", "cons_tres"]),
+    "conservative": st.booleans(),
+    "bf_interval_s": st.sampled_from([0.0, 1.0, 7.0]),
+    "bf_phase_s": st.floats(0, 1),
+    "launch_delay_s": st.sampled_from([0.0, 0.03, 2.0]),
+    "decide_on_events": st.booleans(),
+    "tick_phase_s": st.sampled_from([None, 0.4]),
+    "decision_delay_s": st.sampled_from([0.0, 0.05, 3.0]),
+})
+
+
+@pytest.mark.parametrize("name", ["chaos", "fifo", "deadline", "tiresias"])
+@SETTINGS
+@given(traces(), st.integers(1, 3), st.sampled_from([2, 4]), SLURM_LIKE)
+def test_invariants_in_the_slurm_like_modes(name: str, jobs: list[TraceJob], nodes: int,
+                                           per_node: int, cfg: dict[str, object]) -> None:
+    """cons_tres placement, conservative backfill, scheduler cycles, launch and decision
+    delays (what the sim-to-real check turns on) keep every invariant."""
+    if cfg["bf_interval_s"]:
+        cfg = {**cfg, "sched_interval_s": 1.0, "sched_phase_s": 0.25}
+    policy = Chaos() if name == "chaos" else policies.make(name)
+    r = simulate(jobs, policy, nodes, per_node, **cfg)
     check_invariants(jobs, r, per_node)
 
 
