@@ -50,7 +50,7 @@ lint: install
 	$(VENV)/bin/ruff check slurm_rl submit db tests benchmarks
 
 typecheck: install
-	$(VENV)/bin/mypy slurm_rl submit db
+	$(VENV)/bin/mypy slurm_rl submit db tests benchmarks
 
 clean: cluster-down
 	rm -rf $(VENV) *.egg-info

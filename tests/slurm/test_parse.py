@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.core import JobState, NodeState, ServiceClass
+from slurm_rl.core import JobState, NodeState, NodeView, ServiceClass
 from slurm_rl.slurm.adapter import partitions_scope, rlsbatch_scope
 from slurm_rl.slurm.parse import (
     ParseError,
+    SqueueRecord,
     job_view,
     parse_duration,
     parse_gpu_count,
@@ -53,7 +54,8 @@ def test_parse_time_none_words() -> None:
 
 
 def test_squeue_recorded_output() -> None:
-    records = {r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
+    records: dict[str, SqueueRecord] = {
+        r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
     assert len(records) == 15
     # A job name holding '|' and a space survives the separator.
     assert records["10"].name == "rec b|x"
@@ -72,7 +74,8 @@ def test_squeue_recorded_output() -> None:
 
 
 def test_job_view_decodes_intent_and_progress() -> None:
-    rec = {r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
+    rec: dict[str, SqueueRecord] = {
+        r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
     view = job_view(rec["18"], now=ts("2026-11-29T20:50:00"), managed=rlsbatch_scope)
     assert view.managed and view.held
     assert view.intent is not None and view.intent.service_class is ServiceClass.CRITICAL
@@ -91,7 +94,8 @@ def test_squeue_short_line_is_an_error() -> None:
 
 
 def test_sinfo_recorded_output() -> None:
-    nodes = {n.name: n for n in parse_sinfo_nodes((FIXTURES / "sinfo-22.05.txt").read_text())}
+    nodes: dict[str, NodeView] = {
+        n.name: n for n in parse_sinfo_nodes((FIXTURES / "sinfo-22.05.txt").read_text())}
     assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
     assert nodes["node3"].gpus_total == 4 and nodes["node3"].gpus_alloc == 3
     assert nodes["node4"].state is NodeState.IDLE and nodes["node4"].gpus_free == 4
