@@ -11,7 +11,7 @@ in GPUs the reservation does not need. Only one job is protected (EASY); at most
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 from slurm_rl.sim.cluster import Alloc, Cluster, split
 from slurm_rl.sim.jobs import SimJob
@@ -83,6 +83,21 @@ class ReservationCache:
         return self.shadow, list(self.spare)
 
 
+def main_pass(queue: Iterator[SimJob], cluster: Cluster,
+              start: Callable[[SimJob, Alloc], None]) -> SimJob | None:
+    """slurmctld's main scheduler: start jobs from `queue` in priority order while they fit.
+    Returns the first that does not (the rest stay in `queue`), or None when the queue ran out
+    or the cluster is full."""
+    for job in queue:
+        alloc = cluster.place(job.gpus)
+        if alloc is None:
+            return job
+        start(job, alloc)
+        if cluster.free_total == 0:
+            return None
+    return None
+
+
 def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
              start: Callable[[SimJob, Alloc], None], *, backfill: bool, max_test: int,
              cache: ReservationCache | None = None) -> None:
@@ -90,29 +105,20 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
     takes the GPUs and marks the job running (it must not end the iteration over `queue`)."""
     if cluster.free_total == 0:
         return
+    rest = iter(queue)
+    top = main_pass(rest, cluster, start)
+    if top is None or not backfill:
+        return
     G = cluster.per_node
-    top: SimJob | None = None
-    shadow = math.inf
+    shadow = -1.0  # the top job's reservation, computed lazily, only if some job may backfill
     spare: list[int] = []
     avail: list[int] = []  # per node: min(free now, spare at the shadow time)
     avail_total = 0
     fail_single = G + 1  # smallest one-node size that failed to place long (monotone)
     fail_multi: set[int] = set()
     tested = 0
-    for job in queue:
+    for job in rest:
         g = job.gpus
-        if top is None:
-            alloc = cluster.place(g)
-            if alloc is not None:
-                start(job, alloc)
-                if cluster.free_total == 0:
-                    return
-                continue
-            if not backfill:
-                return
-            top = job
-            shadow = -1.0  # reservation computed lazily, only if some job may backfill
-            continue
         tested += 1
         if max_test and tested > max_test:
             return

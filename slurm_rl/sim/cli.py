@@ -10,6 +10,7 @@ import click
 
 from slurm_rl import policies
 from slurm_rl.sim import metrics, runner
+from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.results import SimulationError
 from slurm_rl.sim.runner import Sizing, load_jobs, resolve_trace_path
@@ -54,7 +55,7 @@ def _option_value(text: str) -> Any:
 @click.option("--conservative", is_flag=True,
               help="Reserve for every job backfill examines (whole nodes), as slurmctld does, "
               "instead of EASY's one reservation.")
-@click.option("--placement", type=click.Choice(["best-fit", "cons_tres"]), default="best-fit",
+@click.option("--placement", type=click.Choice(PLACEMENTS), default=BEST_FIT,
               show_default=True, help="Node choice: fewest free GPUs, or Slurm's cons_tres.")
 @click.option("--elastic-fraction", type=click.FloatRange(0, 1), default=0.0,
               show_default=True, help="Share of jobs made elastic (GPU range 1..64).")

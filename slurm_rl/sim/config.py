@@ -8,6 +8,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
+
 
 @dataclass(frozen=True, kw_only=True)
 class TimeLimitEstimate:
@@ -83,7 +85,7 @@ class EngineConfig:
     """With backfill: give every job that backfill examines a reservation, as slurmctld's
     backfill scheduler does (`sim/conservative.py`), instead of protecting only the top blocked
     job (EASY). This is what reproduced the test cluster's start order (docs/sim-to-real.md)."""
-    placement: str = "best-fit"
+    placement: str = BEST_FIT
     """Node choice: "best-fit" (fewest free GPUs that hold the job; fast) or "cons_tres"
     (Slurm 22.05's select/cons_tres choice, measured on the test cluster; O(nodes) per
     placement). See `sim/cluster.py`."""
@@ -147,8 +149,9 @@ class EngineConfig:
         if self.sched_interval_s > 0 and self.bf_interval_s <= 0:
             raise ValueError("sched_interval_s needs bf_interval_s > 0 (with bf_interval_s = 0 "
                              "every event runs a full pass)")
-        if self.placement not in ("best-fit", "cons_tres"):
-            raise ValueError(f"placement must be best-fit or cons_tres, got {self.placement!r}")
+        if self.placement not in PLACEMENTS:
+            raise ValueError(f"placement must be one of {', '.join(PLACEMENTS)}, "
+                             f"got {self.placement!r}")
         if self.cpus_per_node is not None and self.cpus_per_node < self.gpus_per_node:
             raise ValueError(f"cpus_per_node ({self.cpus_per_node}) must be >= gpus_per_node "
                              f"({self.gpus_per_node})")

@@ -20,14 +20,13 @@ The map is a step function: breakpoints `times[0] = now < times[1] < ...` and, f
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 from collections.abc import Callable, Iterable
 
+from slurm_rl.sim.backfill import Ends, main_pass
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.jobs import SimJob
-
-Ends = list[tuple[float, int, SimJob]]
-
 
 _RESERVED = -1
 
@@ -106,19 +105,14 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
     running."""
     if cluster.free_total == 0:
         return
-    profile: _Profile | None = None
+    rest = iter(queue)
+    top = main_pass(rest, cluster, start)
+    if top is None:
+        return
+    profile = _Profile(now, cluster, ends)
     tested = 0
-    for job in queue:
+    for job in itertools.chain((top,), rest):
         g = job.gpus
-        if profile is None:
-            # The main scheduler: strict priority order while jobs fit.
-            alloc = cluster.place(g)
-            if alloc is not None:
-                start(job, alloc)
-                if cluster.free_total == 0:
-                    return
-                continue
-            profile = _Profile(now, cluster, ends)
         tested += 1
         if max_test and tested > max_test:
             return

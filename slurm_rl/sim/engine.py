@@ -75,9 +75,9 @@ class Simulator:
         self._ends: backfill.Ends = []
         self._ranked: list[SimJob] = []
         self._reservations = backfill.ReservationCache()
-        self._tick_at: float | None = None
-        self._bf_at: float | None = None
-        self._main_at: float | None = None
+        self._armed: dict[int, float | None] = {_TICK: None, _MAIN: None, _BF: None}
+        """Per timer kind (policy tick, main scheduler, backfill): when it is due next (None:
+        not armed). An event of that kind at another time is stale and ignored."""
         # Skipping a futile call is exact only if the next event asks the policy again at once:
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
         self._may_skip = (config.skip_futile and config.decide_on_events
@@ -115,7 +115,7 @@ class Simulator:
             if t < self.now:
                 raise SimulationError(f"clock went back from {self.now} to {t}")
             self.now = t
-            changed = tick = main = bf = False
+            changed = False
             while heap and heap[0][0] == t and heap[0][1] == _FINISH:
                 _, _, _, job, version = heapq.heappop(heap)
                 assert job is not None
@@ -131,21 +131,11 @@ class Simulator:
                 _, _, seq, _, _ = heapq.heappop(heap)
                 self._apply(self._in_flight.pop(seq))
                 applied = True
-            while heap and heap[0][0] == t and heap[0][1] == _TICK:
-                heapq.heappop(heap)
-                if self._tick_at == t:
-                    self._tick_at = None
-                    tick = True
-            while heap and heap[0][0] == t and heap[0][1] == _MAIN:
-                heapq.heappop(heap)
-                if self._main_at == t:
-                    self._main_at = None
-                    main = True
-            while heap and heap[0][0] == t and heap[0][1] == _BF:
-                heapq.heappop(heap)
-                if self._bf_at == t:
-                    self._bf_at = None
-                    bf = True
+            if heap and heap[0][0] == t:
+                tick, main, bf = (self._fired(t, _TICK), self._fired(t, _MAIN),
+                                  self._fired(t, _BF))
+            else:
+                tick = main = bf = False
             decided = False
             if ((changed and cfg.decide_on_events) or (
                     tick and (self._pending or (cfg.idle_ticks and self._active)))
@@ -163,16 +153,14 @@ class Simulator:
                 elif main or (cfg.sched_interval_s <= 0 and (changed or decided or applied)):
                     self._schedule(main_only=True)
                 if self._pending:
-                    if self._bf_at is None:
-                        self._bf_at = self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
-                                                       cfg.bf_interval_s)
-                        self._push(self._bf_at, _BF)
-                    if cfg.sched_interval_s > 0 and self._main_at is None:
-                        self._main_at = self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
-                                                         cfg.sched_interval_s)
-                        self._push(self._main_at, _MAIN)
-            if cfg.tick_s > 0 and self._tick_at is None and self._active:
-                self._push_tick(self._next_tick())
+                    if self._armed[_BF] is None:
+                        self._arm(_BF, self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
+                                                        cfg.bf_interval_s))
+                    if cfg.sched_interval_s > 0 and self._armed[_MAIN] is None:
+                        self._arm(_MAIN, self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
+                                                          cfg.sched_interval_s))
+            if cfg.tick_s > 0 and self._armed[_TICK] is None and self._active:
+                self._arm(_TICK, self._next_tick())
             if cfg.audit:
                 self.audit()
             if (self._pending and not self._running and self._next_arrival >= n
@@ -193,9 +181,20 @@ class Simulator:
             raise SimulationError(f"event at {at} scheduled in the past (now {self.now})")
         heapq.heappush(self._heap, (at, kind, next(self._seq), job, version))
 
-    def _push_tick(self, at: float) -> None:
-        self._tick_at = at
-        self._push(at, _TICK)
+    def _arm(self, kind: int, at: float) -> None:
+        """Set timer `kind` (tick, main scheduler, backfill) to fire at `at`."""
+        self._armed[kind] = at
+        self._push(at, kind)
+
+    def _fired(self, t: float, kind: int) -> bool:
+        """Pop the events of timer `kind` at time t; whether the armed one was among them."""
+        heap, fired = self._heap, False
+        while heap and heap[0][0] == t and heap[0][1] == kind:
+            heapq.heappop(heap)
+            if self._armed[kind] == t:
+                self._armed[kind] = None
+                fired = True
+        return fired
 
     def _next_tick(self) -> float:
         """The next policy tick after now: tick_s on, or the next point of the fixed grid."""
@@ -373,7 +372,7 @@ class Simulator:
         else:
             self._apply(decision)
         if self.cfg.tick_s > 0 and self._active:
-            self._push_tick(self._next_tick())
+            self._arm(_TICK, self._next_tick())
 
     def _apply(self, d: Decision) -> None:
         active = self._active
@@ -470,8 +469,7 @@ class Simulator:
             started.append(job)
 
         if main_only:
-            backfill.schedule(self.now, self._priority_order(), self.cluster, self._ends,
-                              start, backfill=False, max_test=0)
+            backfill.main_pass(self._priority_order(), self.cluster, start)
         elif self.cfg.backfill and self.cfg.conservative:
             conservative.schedule(self.now, self._priority_order(), self.cluster, self._ends,
                                   start, max_test=self.cfg.bf_max_job_test)
