@@ -31,12 +31,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from slurm_rl.sim.cluster import CONS_TRES, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.trace import TraceJob
@@ -181,28 +184,18 @@ class SlurmTiming:
 
 _BF_RUN = re.compile(r"^\[(\S+)\] sched/backfill: _attempt_backfill: beginning")
 _MAIN_RUN = re.compile(r"^\[(\S+)\] debug:  sched: Running job scheduler")
-_START = re.compile(r"^\[(\S+)\] (?:sched/backfill: _start_job: Started|sched: Allocate) "
-                    r"JobId=(\d+)")
-
-
-def slurm_timing(lines: list[str], stamps: dict[str, float], t0: float, t1: float
-                 ) -> SlurmTiming:
-    """From slurmctld's log lines: when its two schedulers ran in [t0, t1] and the launch
-    latency (`stamps`: job id -> the job's own start stamp)."""
+def slurm_timing(lines: list[str], real: list[RealJob], t0: float, t1: float) -> SlurmTiming:
+    """From slurmctld's log lines: when its two schedulers ran in [t0, t1]; and the launch
+    latency of the replay's jobs (their own first stamp after the logged start)."""
     bf: list[float] = []
     main: list[float] = []
-    started: dict[str, float] = {}
     for line in lines:
-        if not line.startswith("["):
-            continue
         m = _BF_RUN.match(line) or _MAIN_RUN.match(line)
         if m:
             t = datetime.fromisoformat(m[1]).timestamp()
             if t0 <= t <= t1:
                 (bf if m.re is _BF_RUN else main).append(t)
-        elif (m := _START.match(line)) and m[2] in stamps:
-            started[m[2]] = datetime.fromisoformat(m[1]).timestamp()
-    lags = [stamps[j] - t for j, t in started.items()]
+    lags = [r.payload[0] - r.start for r in real if r.payload and r.payload[0] != r.start]
     return SlurmTiming(backfill=_cycle(bf), main=_cycle(main),
                        launch_s=round(statistics.median(lags), 3) if lags else None)
 
@@ -221,35 +214,27 @@ def _cycle(times: list[float]) -> Cycle | None:
                  times=tuple(round(t, 3) for t in times))
 
 
-class SlurmctldDebug:
+@contextmanager
+def slurmctld_debug(conf: dict[str, str]) -> Iterator[None]:
     """Turn on the debug lines that say when slurmctld's schedulers run, for the replay, and
-    back to the configured level afterwards (scontrol setdebug, no restart)."""
-
-    def __enter__(self) -> None:
-        self.level, self.flags = _running_debug()
-        subprocess.run(["scontrol", "setdebug", "debug"], check=True)
-        subprocess.run(["scontrol", "setdebugflags", "+Backfill"], check=True)
-
-    def __exit__(self, *exc: object) -> None:
-        if "Backfill" not in self.flags.split(","):
+    back to the level and flags of `conf` (slurmctld's running config) afterwards (scontrol
+    setdebug, no restart)."""
+    subprocess.run(["scontrol", "setdebug", "debug"], check=True)
+    subprocess.run(["scontrol", "setdebugflags", "+Backfill"], check=True)
+    try:
+        yield
+    finally:
+        if "Backfill" not in conf.get("DebugFlags", "").split(","):
             subprocess.run(["scontrol", "setdebugflags", "-Backfill"], check=False)
-        subprocess.run(["scontrol", "setdebug", self.level], check=False)
+        subprocess.run(["scontrol", "setdebug", conf.get("SlurmctldDebug", "info")],
+                       check=False)
 
 
-def _running_debug() -> tuple[str, str]:
-    """slurmctld's log level and debug flags now."""
+def _slurm_config() -> dict[str, str]:
+    """slurmctld's running configuration (scontrol show config) as key -> value."""
     out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
-    conf = dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
-    conf = {k.strip(): v.strip() for k, v in conf.items()}
-    return conf.get("SlurmctldDebug", "info"), conf.get("DebugFlags", "")
-
-
-def _slurmctld_log() -> Path | None:
-    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True)
-    for line in out.stdout.splitlines():
-        if line.startswith("SlurmctldLogFile"):
-            return Path(line.split("=", 1)[1].strip())
-    return None
+    pairs = (line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+    return {k.strip(): v.strip() for k, v in pairs}
 
 
 def run_real(jobs: list[ReplayJob], policy: str, prefix: str
@@ -264,46 +249,45 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
                               stdout=log, stderr=subprocess.STDOUT)
     submitted: list[tuple[ReplayJob, str, float | None, float]] = []
     t0 = time.time() + 2.0
-    log_path = _slurmctld_log()
+    conf = _slurm_config()
+    log_path = Path(conf["SlurmctldLogFile"]) if conf.get("SlurmctldLogFile") else None
     log_from = log_path.stat().st_size if log_path and log_path.is_file() else 0
-    debug = SlurmctldDebug()
-    debug.__enter__()
-    try:
-        for j in jobs:
-            delay = t0 + j.submit_offset - time.time()
-            if delay > 0:
-                time.sleep(delay)
-            args = [str(BIN / "rlsbatch"), "--parsable", "-J", f"{prefix}{j.name}",
-                    "-t", str(TIME_LIMIT_MIN), "-o", "/dev/null", *_gres_args(j.gpus)]
-            deadline = None
-            if j.deadline_offset is not None and policy != "fifo":
-                left = max(1, round(t0 + j.submit_offset + j.deadline_offset - time.time()))
-                deadline = time.time() + left
-                args += ["--rl-deadline", f"+{left}s"]
-            # The job stamps its own start and end (sub-second; Slurm's are whole seconds).
-            stamp = workdir / f"{len(submitted)}.t"
-            args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; date +%s.%N >> {stamp}"]
-            before = time.time()
-            out = subprocess.run(args, capture_output=True, text=True, check=True)
-            # slurmctld stamps the job while rlsbatch runs: take the midpoint, not squeue's
-            # whole-second SubmitTime, so that the simulator's policy ticks do not all land
-            # exactly on arrivals.
-            submitted.append((j, out.stdout.strip().split(";")[0], deadline,
-                              (before + time.time()) / 2))
-        ids = [s[1] for s in submitted]
-        while True:
-            rows = _squeue(ids)
-            if len(rows) == len(ids) and all(r[0] == "COMPLETED" for r in rows.values()):
-                break
-            bad = [i for i, r in rows.items() if r[0] in ("FAILED", "CANCELLED", "TIMEOUT")]
-            if bad:
-                raise SystemExit(f"jobs {bad} did not complete; see {workdir}")
-            time.sleep(2)
-    finally:
-        debug.__exit__()
-        daemon.send_signal(signal.SIGTERM)
-        daemon.wait(timeout=30)
-        log.close()
+    with slurmctld_debug(conf):
+        try:
+            for j in jobs:
+                delay = t0 + j.submit_offset - time.time()
+                if delay > 0:
+                    time.sleep(delay)
+                args = [str(BIN / "rlsbatch"), "--parsable", "-J", f"{prefix}{j.name}",
+                        "-t", str(TIME_LIMIT_MIN), "-o", "/dev/null", *_gres_args(j.gpus)]
+                deadline = None
+                if j.deadline_offset is not None and policy != "fifo":
+                    left = max(1, round(t0 + j.submit_offset + j.deadline_offset - time.time()))
+                    deadline = time.time() + left
+                    args += ["--rl-deadline", f"+{left}s"]
+                # The job stamps its own start and end (sub-second; Slurm's are whole seconds).
+                stamp = workdir / f"{len(submitted)}.t"
+                args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; "
+                         f"date +%s.%N >> {stamp}"]
+                before = time.time()
+                out = subprocess.run(args, capture_output=True, text=True, check=True)
+                # Without slurmctld's log, the submit instant is the rlsbatch call's midpoint
+                # (slurmctld stamps the job while rlsbatch runs), not squeue's whole second.
+                submitted.append((j, out.stdout.strip().split(";")[0], deadline,
+                                  (before + time.time()) / 2))
+            ids = [s[1] for s in submitted]
+            while True:
+                rows = _squeue(ids)
+                if len(rows) == len(ids) and all(r[0] == "COMPLETED" for r in rows.values()):
+                    break
+                bad = [i for i, r in rows.items() if r[0] in ("FAILED", "CANCELLED", "TIMEOUT")]
+                if bad:
+                    raise SystemExit(f"jobs {bad} did not complete; see {workdir}")
+                time.sleep(2)
+        finally:
+            daemon.send_signal(signal.SIGTERM)
+            daemon.wait(timeout=30)
+            log.close()
     rows = _squeue(ids)
     lines: list[str] = []
     if log_path and log_path.is_file():
@@ -329,8 +313,7 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
                             slurm_start=parse_time(rows[jid][2]), payload=(start, end)))
     bf = None
     if lines:
-        bf = slurm_timing(lines, {r.job_id: r.payload[0] for r in real if r.payload},
-                          t0 - 5.0, max(r.end for r in real) + 5.0)
+        bf = slurm_timing(lines, real, t0 - 5.0, max(r.end for r in real) + 5.0)
     return real, daemon_timing(workdir / "daemon.log"), bf
 
 
@@ -363,7 +346,7 @@ class SimModel:
     """What the simulator is told about the real cluster (each part can be switched off to see
     what it is worth)."""
 
-    placement: str = "cons_tres"
+    placement: str = CONS_TRES
     conservative: bool = True
     daemon_timing: bool = True
     slurm_timing: bool = True
@@ -509,7 +492,7 @@ def main() -> None:
     ap.add_argument("--min-s", type=int, default=4)
     ap.add_argument("--max-s", type=int, default=45)
     ap.add_argument("--load", type=float, default=2.0)
-    ap.add_argument("--placement", choices=["cons_tres", "best-fit"], default="cons_tres",
+    ap.add_argument("--placement", choices=PLACEMENTS, default=CONS_TRES,
                     help="the simulator's node choice (default: Slurm's cons_tres)")
     ap.add_argument("--easy", action="store_true",
                     help="simulate EASY backfill instead of slurmctld's conservative backfill")
