@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import math
 import os
 import tomllib
 import types
@@ -53,6 +54,16 @@ class Actuation(enum.Enum):
 class DatabaseConfig:
     path: Path = DEFAULT_DB_PATH
     """The SQLite file. A relative path is relative to the config file's folder."""
+    retention_days: float = 14.0
+    """Decisions, GPU samples, events and finished actions older than this are pruned by the
+    daemon (in small batches, a few per cycle), so the file stays bounded under churn."""
+    prune_batch: int = 2000
+    """The most rows the daemon deletes per table per cycle."""
+
+    def __post_init__(self) -> None:
+        _positive("database.retention_days", self.retention_days)
+        if self.prune_batch < 1:
+            raise ConfigError(f"database.prune_batch: must be >= 1 (got {self.prune_batch})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -94,6 +105,28 @@ class DaemonConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class TrustConfig:
+    """What the site grants; everything else a job's comment claims is believed only up to the
+    default. See docs/security.md."""
+
+    critical_users: tuple[str, ...] = ()
+    """Users (Slurm's UserName) whose jobs may claim the "critical" class."""
+    critical_accounts: tuple[str, ...] = ()
+    """Slurm accounts whose jobs may claim "critical" (only enforced by slurmctld when
+    AccountingStorageEnforce covers associations; otherwise a user picks any account)."""
+    critical_qos: tuple[str, ...] = ()
+    """Slurm QOS whose jobs may claim "critical" (same caveat as accounts)."""
+    deadline_horizon_s: float = 90 * 86400.0
+    """A deadline further than this after submission is not believed (treated as none)."""
+
+    def __post_init__(self) -> None:
+        _positive("trust.deadline_horizon_s", self.deadline_horizon_s)
+        if self.deadline_horizon_s > 10 * 365 * 86400:
+            raise ConfigError("trust.deadline_horizon_s: at most ten years "
+                              f"(got {self.deadline_horizon_s})")
+
+
+@dataclass(frozen=True, kw_only=True)
 class AgentConfig:
     interval_s: float = 30.0
     """Seconds between two NVML samples written to the node's Extra field."""
@@ -107,12 +140,13 @@ class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
+    trust: TrustConfig = field(default_factory=TrustConfig)
     source: Path | None = None
     """The file this was read from (None: defaults only). Not a section."""
 
 
 def _positive(key: str, value: float) -> None:
-    if not value > 0:
+    if not (value > 0 and math.isfinite(value)):
         raise ConfigError(f"{key}: must be > 0 (got {value})")
 
 
