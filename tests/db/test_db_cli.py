@@ -71,7 +71,7 @@ def test_a_bad_config_is_one_line_naming_the_key(tmp_path: Path) -> None:
     cfg.write_text('[database]\npth = "x.db"\n')
     result = CliRunner().invoke(main, ["db", "upgrade", "--config", str(cfg)])
     assert result.exit_code == 1
-    assert "unknown key 'pth' in [database] (valid keys: path)" in result.output
+    assert "unknown key 'pth' in [database] (valid keys: path, prune_batch, retention_days)" in result.output
     assert len(result.output.strip().splitlines()) == 1
 
 
