@@ -17,6 +17,7 @@ from slurm_rl.core import GpuSample
 
 VERSION = 1
 MAX_EXTRA_BYTES = 4000
+MAX_GPUS = 64
 
 
 def encode_samples(samples: Sequence[GpuSample], sampled_at: float) -> str:
@@ -32,21 +33,43 @@ def encode_samples(samples: Sequence[GpuSample], sampled_at: float) -> str:
 
 
 def decode_samples(extra: str | None) -> tuple[tuple[GpuSample, ...], float | None]:
-    """Samples and their time from a node's Extra; ((), None) if it is not ours or malformed."""
-    if not extra or not extra.startswith("{"):
+    """Samples and their time from a node's Extra; ((), None) if it is not ours or malformed.
+
+    Never raises: Extra is untrusted text. Every value must be a finite JSON number in bounds
+    (or null), at most MAX_GPUS rows, the whole at most MAX_EXTRA_BYTES.
+    """
+    if not extra or not extra.startswith("{") or len(extra) > MAX_EXTRA_BYTES:
         return (), None
     try:
-        data = json.loads(extra)
+        data = json.loads(extra, parse_constant=_no_constant)
         if not isinstance(data, dict) or data.get("rl") != VERSION:
             return (), None
-        samples = tuple(
-            GpuSample(index=int(row[0]), util_pct=row[1], mem_used_mib=row[2],
-                      mem_total_mib=row[3], power_w=row[4], temp_c=row[5])
-            for row in data["g"]
-        )
-        return samples, float(data["t"])
-    except (ValueError, KeyError, TypeError, IndexError):
+        rows, at = data["g"], data["t"]
+        if not isinstance(rows, list) or len(rows) > MAX_GPUS or not _bounded(at, low=0.0):
+            return (), None
+        samples = []
+        for row in rows:
+            if (not isinstance(row, list) or len(row) != 6 or not isinstance(row[0], int)
+                    or not _bounded(row[0], low=0, high=1023)
+                    or not all(v is None or _bounded(v) for v in row[1:])):
+                return (), None
+            samples.append(GpuSample(index=int(row[0]), util_pct=row[1], mem_used_mib=row[2],
+                                     mem_total_mib=row[3], power_w=row[4], temp_c=row[5]))
+        return tuple(samples), float(at)
+    except (ValueError, KeyError, TypeError, IndexError, RecursionError, OverflowError):
         return (), None
+
+
+def _no_constant(name: str) -> None:
+    raise ValueError(f"{name} is not a sample value")
+
+
+def _bounded(value: object, *, low: float = -300.0, high: float = 2.0**53) -> bool:
+    """A JSON number (not a bool, not NaN or infinite) in [low, high]; temperatures may be
+    below zero, hence the default `low`."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return low <= value <= high
 
 
 def _num(value: float | None) -> float | int | None:

@@ -1,15 +1,20 @@
 """Pure parsers for Slurm 22.05's format-string output (tested on recorded cluster output).
 
-Polls use `squeue -O` / `sinfo -O` with a field suffix of U+001F (unit separator) so that job
-names and comments may hold any printable character; the comment is the last field.
+Polls use `squeue -O` / `sinfo -O` with per-poll secret marks between fields and records
+(`framing.py`), so names, comments and node Extra may hold any byte. Every record is then
+validated on its own: a record that does not parse is quarantined (returned with a reason, its
+job left alone) and never stops the poll for the others. Only ASCII digits are digits (`int()`
+and `str.isdigit()` accept Arabic-Indic and full-width ones), and every number is bounded.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import TypeVar
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -21,28 +26,49 @@ from slurm_rl.core import (
     NodeView,
 )
 from slurm_rl.gpu_extra import decode_samples
+from slurm_rl.slurm.framing import Framing, Quarantined, one_line
 from slurm_rl.submit.intent import decode_comment
 
-SEP = "\x1f"
-
+# Slurm-written fields first; the ones users write (Name, Comment) last.
 SQUEUE_FIELDS = (
-    "JobID", "ArrayJobID", "ArrayTaskID", "UserName", "Name", "Partition", "State",
+    "JobID", "ArrayJobID", "ArrayTaskID", "UserName", "Account", "QOS", "Partition", "State",
     "SubmitTime", "StartTime", "EndTime", "TimeLimit", "NumNodes", "tres-per-node",
-    "tres-per-job", "PriorityLong", "Reason", "Comment",
+    "tres-per-job", "PriorityLong", "Reason", "Name", "Comment",
 )
 SINFO_FIELDS = ("NodeList", "StateLong", "Gres", "GresUsed", "CPUsState", "Partition", "Extra")
 
+MAX_NUMBER = 2**53 - 1
+"""Every number parsed is below this (exact in a float, fits SQLite's INTEGER)."""
+MAX_TEXT = 1024
+"""slurmctld refuses names, comments, accounts longer than 1024 bytes ("Pathname ... too long");
+a longer field is not Slurm's output as we know it, so its record is quarantined."""
+JOB_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+|_\[[0-9,\-%]+\])?")
+_DIGITS = re.compile(r"[0-9]{1,16}")
+_SLURM_WRITTEN = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "SubmitTime", "StartTime",
+                  "EndTime", "TimeLimit", "NumNodes", "PriorityLong", "Reason")
 
-def format_option(fields: Iterable[str]) -> str:
-    """The -O argument: every field unpadded, each followed by the separator."""
-    return ",".join(f"{f}:{SEP}" for f in fields)
+
+_T = TypeVar("_T")
 
 
 class ParseError(ValueError):
-    """Output we do not understand; carries the offending line."""
+    """A field or record we do not understand; the message names it."""
 
 
 _NONE_WORDS = frozenset({"", "N/A", "NONE", "Unknown", "(null)", "n/a", "INVALID", "NOT_SET"})
+
+
+def ascii_int(text: str, what: str, maximum: int = MAX_NUMBER) -> int:
+    """A non-negative integer written in ASCII digits, at most `maximum`."""
+    if not _DIGITS.fullmatch(text):
+        raise ParseError(f"{what}: not a number: {text[:40]!r}")
+    value = int(text)
+    if value > maximum:
+        raise ParseError(f"{what}: {value} is more than {maximum}")
+    return value
+
+
+_TIME_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}")
 
 
 def parse_time(text: str) -> float | None:
@@ -50,10 +76,16 @@ def parse_time(text: str) -> float | None:
     text = text.strip()
     if text in _NONE_WORDS:
         return None
-    return datetime.fromisoformat(text).timestamp()
+    if not _TIME_RE.fullmatch(text):
+        raise ParseError(f"bad time {text[:40]!r}")
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except (ValueError, OverflowError, OSError) as exc:
+        raise ParseError(f"bad time {text!r}: {exc}") from None
 
 
-_LIMIT_RE = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(?:(\d+):)?(\d+)$")
+_DURATION_RE = re.compile(
+    r"(?:([0-9]{1,9})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 
 
 def parse_duration(text: str) -> float | None:
@@ -61,28 +93,22 @@ def parse_duration(text: str) -> float | None:
     text = text.strip()
     if text in _NONE_WORDS or text.upper() in ("UNLIMITED", "INFINITE"):
         return None
-    days = 0
-    if "-" in text:
-        d, _, text = text.partition("-")
-        days = int(d)
-        parts = [int(p) for p in text.split(":")]
-        # "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"
-        parts += [0] * (3 - len(parts))
-        h, m, s = parts
+    m = _DURATION_RE.fullmatch(text)
+    if m is None:
+        raise ParseError(f"bad duration {text[:40]!r}")
+    days, a, b, c = m.groups()
+    if days is not None:  # "days-hours", "days-hours:minutes", "days-hours:minutes:seconds"
+        h, mi, s = int(a), int(b or 0), int(c or 0)
+    elif c is not None:
+        h, mi, s = int(a), int(b), int(c)
+    elif b is not None:
+        h, mi, s = 0, int(a), int(b)
     else:
-        parts = [int(p) for p in text.split(":")]
-        if len(parts) == 1:
-            h, m, s = 0, parts[0], 0  # a bare number is minutes
-        elif len(parts) == 2:
-            h, m, s = 0, parts[0], parts[1]
-        elif len(parts) == 3:
-            h, m, s = parts
-        else:
-            raise ParseError(f"bad duration {text!r}")
-    return float(days * 86400 + h * 3600 + m * 60 + s)
+        h, mi, s = 0, int(a), 0  # a bare number is minutes
+    return float(int(days or 0) * 86400 + h * 3600 + mi * 60 + s)
 
 
-_GPU_RE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[^:,=()]+)?[:=](\d+)")
+_GPU_RE = re.compile(r"(?:^|,)(?:gres[:/])?gpu(?::[^:,=()]+)?[:=]([0-9]+)")
 
 
 def parse_gpu_count(text: str) -> int:
@@ -90,15 +116,22 @@ def parse_gpu_count(text: str) -> int:
     text = text.strip()
     if text in _NONE_WORDS:
         return 0
-    return sum(int(m.group(1)) for m in _GPU_RE.finditer(text))
+    total = sum(ascii_int(m.group(1), "GPU count") for m in _GPU_RE.finditer(text))
+    if total > MAX_NUMBER:
+        raise ParseError(f"GPU count {total} is more than {MAX_NUMBER}")
+    return total
 
 
 @dataclass(frozen=True, kw_only=True)
 class SqueueRecord:
-    """One squeue line, typed but not yet interpreted."""
+    """One squeue record, typed and bounded but not yet interpreted."""
 
     job_id: JobId
     user: str
+    account: str
+    """The job's Slurm account ("" when Slurm shows none)."""
+    qos: str
+    """The job's Slurm QOS ("" when Slurm shows none)."""
     name: str
     partition: str
     state: JobState
@@ -119,47 +152,104 @@ def job_id_of(job_id: str, array_job_id: str, array_task_id: str) -> JobId:
     """Array tasks are "<array job>_<task>", a pending array remainder "<array job>_[0-9]"."""
     if array_task_id in _NONE_WORDS:
         return JobId(job_id)
-    task = array_task_id if array_task_id.isdigit() else f"[{array_task_id}]"
+    task = array_task_id if _DIGITS.fullmatch(array_task_id) else f"[{array_task_id}]"
     return JobId(f"{array_job_id}_{task}")
 
 
-def parse_squeue(text: str) -> list[SqueueRecord]:
-    out = []
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        cols = line.split(SEP)
-        if cols and cols[-1] == "":
-            cols.pop()
-        if len(cols) < len(SQUEUE_FIELDS):
-            raise ParseError(f"squeue line {lineno}: {len(cols)} fields, "
-                             f"expected {len(SQUEUE_FIELDS)}: {line!r}")
-        # Anything past the expected count belongs to the comment (it was the last field).
-        f = dict(zip(SQUEUE_FIELDS[:-1], cols, strict=False))
-        comment = SEP.join(cols[len(SQUEUE_FIELDS) - 1:])
+def _named(field: str, parse: Callable[[str], _T], text: str) -> _T:
+    """`parse(text)`, its ParseError naming `field`."""
+    try:
+        return parse(text)
+    except ParseError as exc:
+        raise ParseError(f"{field}: {exc}") from None
+
+
+def _none_or(text: str) -> str:
+    return "" if text == "(null)" else text
+
+
+def parse_squeue_record(fields: Sequence[str]) -> SqueueRecord:
+    """One record's fields (in SQUEUE_FIELDS order); ParseError naming the field if bad."""
+    if len(fields) != len(SQUEUE_FIELDS):
+        raise ParseError(f"{len(fields)} fields, expected {len(SQUEUE_FIELDS)}")
+    f = dict(zip(SQUEUE_FIELDS, fields, strict=True))
+    for key, value in f.items():
+        if len(value) > MAX_TEXT:
+            raise ParseError(f"{key}: longer than {MAX_TEXT} characters")
+    for key in _SLURM_WRITTEN:
+        if not (f[key].isascii() and f[key].isprintable()):
+            raise ParseError(f"{key}: not printable ASCII: {f[key][:40]!r}")
+    job_id = job_id_of(f["JobID"], f["ArrayJobID"], f["ArrayTaskID"])
+    if not JOB_ID_RE.fullmatch(job_id):
+        raise ParseError(f"JobID: not a job id: {job_id[:40]!r}")
+    nodes_text = f["NumNodes"].partition("-")[0]  # a range "min-max": the minimum
+    nodes = 1 if nodes_text in _NONE_WORDS else ascii_int(nodes_text, "NumNodes")
+    per_job = _named("tres-per-job", parse_gpu_count, f["tres-per-job"])
+    gpus = per_job or _named("tres-per-node", parse_gpu_count, f["tres-per-node"]) * nodes
+    if gpus > MAX_NUMBER:
+        raise ParseError(f"tres-per-node: {gpus} GPUs in all is more than {MAX_NUMBER}")
+    submit = _named("SubmitTime", parse_time, f["SubmitTime"])
+    try:
+        state = JobState.parse(f["State"])
+    except ValueError as exc:
+        raise ParseError(f"State: {exc}") from None
+    priority = f["PriorityLong"]
+    return SqueueRecord(
+        job_id=job_id, user=f["UserName"], account=_none_or(f["Account"]),
+        qos=_none_or(f["QOS"]), name=f["Name"], partition=f["Partition"], state=state,
+        submit_time=submit if submit is not None else 0.0,
+        # For pending jobs squeue prints the *expected* start: not a fact, drop it.
+        start_time=None if state.is_pending else _named("StartTime", parse_time, f["StartTime"]),
+        end_time=_named("EndTime", parse_time, f["EndTime"]) if state.is_finished else None,
+        time_limit_s=_named("TimeLimit", parse_duration, f["TimeLimit"]),
+        nodes=nodes, gpus=gpus,
+        priority=0 if priority in _NONE_WORDS else ascii_int(priority, "PriorityLong"),
+        reason=f["Reason"], comment=_none_or(f["Comment"]), gpus_per_job=per_job > 0,
+    )
+
+
+def quarantine(fields: Sequence[str], framing: Framing, exc: Exception) -> Quarantined:
+    """The record `fields` could not be used because of `exc`."""
+    first = fields[0] if fields else ""
+    job_id: str | None = None
+    if len(fields) >= 3:
+        candidate = job_id_of(fields[0], fields[1], fields[2])
+        if JOB_ID_RE.fullmatch(candidate):
+            job_id = candidate
+    if job_id is None and _DIGITS.fullmatch(first):
+        job_id = first
+    reason = str(exc) if isinstance(exc, ParseError) else f"{type(exc).__name__}: {exc}"
+    return Quarantined(job_id=job_id, reason=one_line(reason),
+                       excerpt=framing.excerpt(framing.field_mark.join(fields)))
+
+
+@dataclass(frozen=True, kw_only=True)
+class SqueueParse:
+    records: tuple[SqueueRecord, ...]
+    quarantined: tuple[Quarantined, ...]
+
+
+def parse_squeue(text: str, framing: Framing) -> SqueueParse:
+    """Every record of `squeue -O <framing.format_option(SQUEUE_FIELDS)>` output; never raises.
+
+    A job id printed twice in one poll is not trusted either way: both records are quarantined.
+    """
+    chunks, bad = framing.split(text, len(SQUEUE_FIELDS))
+    parsed: list[tuple[tuple[str, ...], SqueueRecord]] = []
+    for fields in chunks:
         try:
-            nodes = int(f["NumNodes"]) if f["NumNodes"].isdigit() else 1
-            per_job = parse_gpu_count(f["tres-per-job"])
-            gpus = per_job or parse_gpu_count(f["tres-per-node"]) * nodes
-            submit = parse_time(f["SubmitTime"])
-            state = JobState.parse(f["State"])
-            out.append(SqueueRecord(
-                job_id=job_id_of(f["JobID"], f["ArrayJobID"], f["ArrayTaskID"]),
-                user=f["UserName"], name=f["Name"], partition=f["Partition"], state=state,
-                submit_time=submit if submit is not None else 0.0,
-                # For pending jobs squeue prints the *expected* start: not a fact, drop it.
-                start_time=None if state.is_pending else parse_time(f["StartTime"]),
-                end_time=parse_time(f["EndTime"]) if state.is_finished else None,
-                time_limit_s=parse_duration(f["TimeLimit"]),
-                nodes=nodes, gpus=gpus,
-                priority=int(f["PriorityLong"]) if f["PriorityLong"].isdigit() else 0,
-                reason=f["Reason"],
-                comment="" if comment == "(null)" else comment,
-                gpus_per_job=per_job > 0,
-            ))
-        except (ValueError, KeyError) as exc:
-            raise ParseError(f"squeue line {lineno}: {exc}: {line!r}") from None
-    return out
+            parsed.append((fields, parse_squeue_record(fields)))
+        except Exception as exc:  # noqa: BLE001 - one record must never stop the poll
+            bad.append(quarantine(fields, framing, exc))
+    counts = Counter(r.job_id for _, r in parsed)
+    records = []
+    for fields, record in parsed:
+        if counts[record.job_id] > 1:
+            bad.append(quarantine(fields, framing, ParseError(
+                f"JobID: {record.job_id} printed {counts[record.job_id]} times")))
+        else:
+            records.append(record)
+    return SqueueParse(records=tuple(records), quarantined=tuple(bad))
 
 
 def job_view(record: SqueueRecord, now: float,
@@ -178,7 +268,8 @@ def job_view(record: SqueueRecord, now: float,
         run_s = max(0.0, (record.end_time or now) - record.start_time)
     return JobView(
         id=record.job_id, user=record.user, name=record.name, partition=record.partition,
-        state=record.state, submit_time=record.submit_time, start_time=record.start_time,
+        account=record.account, qos=record.qos, state=record.state,
+        submit_time=record.submit_time, start_time=record.start_time,
         end_time=record.end_time, time_limit_s=record.time_limit_s, gpus=record.gpus,
         nodes=record.nodes, priority=record.priority,
         held=record.reason in ("JobHeldUser", "JobHeldAdmin"),
@@ -188,32 +279,57 @@ def job_view(record: SqueueRecord, now: float,
     )
 
 
-def parse_sinfo_nodes(text: str) -> list[NodeView]:
-    """`sinfo -N -O` lines into NodeViews (a node in several partitions appears once)."""
+_NODE_NAME_RE = re.compile(r"[A-Za-z0-9._\-\[\]]{1,255}")
+_CPUS_RE = re.compile(r"([0-9]{1,9})/([0-9]{1,9})/([0-9]{1,9})/([0-9]{1,9})")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SinfoParse:
+    nodes: tuple[NodeView, ...]
+    bad: tuple[Quarantined, ...]
+    """Node records that did not parse (job_id None; the reason names the node if known)."""
+
+
+def parse_sinfo_record(fields: Sequence[str]) -> NodeView:
+    """One `sinfo -N -O` record (SINFO_FIELDS order); Extra that is not ours means no samples."""
+    f = dict(zip(SINFO_FIELDS, fields, strict=True))
+    name = f["NodeList"].strip()
+    if not _NODE_NAME_RE.fullmatch(name):
+        raise ParseError(f"NodeList: not a node name: {name[:40]!r}")
+    partition = f["Partition"].strip().rstrip("*")
+    if len(partition) > MAX_TEXT:
+        raise ParseError(f"Partition: longer than {MAX_TEXT} characters")
+    cpus = _CPUS_RE.fullmatch(f["CPUsState"].strip())
+    if cpus is None:
+        raise ParseError(f"CPUsState: not A/I/O/T: {f['CPUsState'][:40]!r}")
+    samples, sampled_at = decode_samples(f["Extra"].strip())
+    return NodeView(
+        name=NodeName(name), state=NodeState.parse(f["StateLong"]),
+        gpus_total=parse_gpu_count(f["Gres"]), gpus_alloc=parse_gpu_count(f["GresUsed"]),
+        cpus_total=int(cpus.group(4)), cpus_alloc=int(cpus.group(1)), partitions=(partition,),
+        samples=samples, sampled_at=sampled_at,
+    )
+
+
+def parse_sinfo_nodes(text: str, framing: Framing) -> SinfoParse:
+    """`sinfo -N -O` records into NodeViews (a node in several partitions appears once, with
+    all of them); a record that does not parse is returned in `bad`; never raises."""
+    chunks, bad = framing.split(text, len(SINFO_FIELDS), job_ids=False)
     nodes: dict[str, NodeView] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
+    for fields in chunks:
+        try:
+            node = parse_sinfo_record(fields)
+        except Exception as exc:  # noqa: BLE001 - one node must never stop the poll
+            name = one_line(fields[0], 40)
+            bad.append(Quarantined(job_id=None, reason=one_line(f"node {name}: {exc}"),
+                                   excerpt=framing.excerpt(framing.field_mark.join(fields))))
             continue
-        cols = line.split(SEP)
-        if len(cols) < len(SINFO_FIELDS):
-            raise ParseError(f"sinfo line {lineno}: {len(cols)} fields, "
-                             f"expected {len(SINFO_FIELDS)}: {line!r}")
-        f = dict(zip(SINFO_FIELDS, cols, strict=False))
-        name = f["NodeList"].strip()
-        partition = f["Partition"].strip().rstrip("*")
-        if name in nodes:
-            prev = nodes[name]
-            nodes[name] = replace(prev, partitions=prev.partitions + (partition,))
-            continue
-        alloc_cpus, _idle, _other, total_cpus = (int(x) for x in f["CPUsState"].split("/"))
-        samples, sampled_at = decode_samples(f["Extra"].strip())
-        nodes[name] = NodeView(
-            name=NodeName(name), state=NodeState.parse(f["StateLong"]),
-            gpus_total=parse_gpu_count(f["Gres"]), gpus_alloc=parse_gpu_count(f["GresUsed"]),
-            cpus_total=total_cpus, cpus_alloc=alloc_cpus, partitions=(partition,),
-            samples=samples, sampled_at=sampled_at,
-        )
-    return list(nodes.values())
+        prev = nodes.get(node.name)
+        if prev is None:
+            nodes[node.name] = node
+        elif node.partitions[0] not in prev.partitions:
+            nodes[node.name] = replace(prev, partitions=prev.partitions + node.partitions)
+    return SinfoParse(nodes=tuple(nodes.values()), bad=tuple(bad))
 
 
 def build_snapshot(now: float, jobs: Iterable[JobView], nodes: Iterable[NodeView]

@@ -55,6 +55,15 @@ class Runner(Protocol):
     def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult: ...
 
 
+class EnvRunner(Protocol):
+    """A runner that can also change the command's environment for one call: the pollers pass
+    their output format through the environment (SQUEUE_FORMAT2), where other users cannot read
+    it, unlike the argument list in /proc/<pid>/cmdline."""
+
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
+            env: Mapping[str, str | None] | None = None) -> CommandResult: ...
+
+
 class InputRunner(Protocol):
     """A runner that can also feed the command's standard input: scontrol reads many commands
     from stdin in one process, which costs far less than one process per command."""
@@ -64,20 +73,26 @@ class InputRunner(Protocol):
 
 
 class SubprocessRunner:
-    """Runs commands with subprocess, no shell, with an optional environment overlay."""
+    """Runs commands with subprocess, no shell, with an optional environment overlay.
+
+    Output is read as bytes and decoded as UTF-8 with errors="replace": a job name or comment
+    holding bytes that are not UTF-8 is data to show, never a reason for the call to fail.
+    """
 
     def __init__(self, env: Mapping[str, str] | None = None, timeout_s: float = 60.0) -> None:
         self._env = {**os.environ, **env} if env else None
         self._timeout_s = timeout_s
 
     def run(self, args: Sequence[str], *, timeout_s: float | None = None,
-            input: str | None = None) -> CommandResult:
+            input: str | None = None, env: Mapping[str, str | None] | None = None
+            ) -> CommandResult:
+        """`env` overlays this call's environment; a value of None removes the variable."""
         argv = tuple(args)
         start = time.perf_counter()
         try:
             proc = subprocess.run(
-                argv, input=input, capture_output=True, text=True, env=self._env,
-                timeout=timeout_s or self._timeout_s, check=False,
+                argv, input=None if input is None else input.encode(), capture_output=True,
+                env=self._call_env(env), timeout=timeout_s or self._timeout_s, check=False,
             )
         except subprocess.TimeoutExpired as exc:
             return CommandResult(
@@ -92,9 +107,20 @@ class SubprocessRunner:
                 duration_s=time.perf_counter() - start,
             )
         return CommandResult(
-            args=argv, returncode=proc.returncode, stdout=proc.stdout, stderr=proc.stderr,
-            duration_s=time.perf_counter() - start,
+            args=argv, returncode=proc.returncode, stdout=_text(proc.stdout),
+            stderr=_text(proc.stderr), duration_s=time.perf_counter() - start,
         )
+
+    def _call_env(self, overlay: Mapping[str, str | None] | None) -> dict[str, str] | None:
+        if not overlay:
+            return self._env
+        env = dict(os.environ if self._env is None else self._env)
+        for key, value in overlay.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
 
 
 def check(result: CommandResult) -> CommandResult:

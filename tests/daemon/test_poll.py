@@ -2,59 +2,150 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from slurm_rl.daemon.poll import Poller
 from slurm_rl.slurm.adapter import SlurmAdapter
-from slurm_rl.slurm.parse import parse_squeue
+from slurm_rl.slurm.framing import Framing
+from slurm_rl.slurm.parse import SQUEUE_FIELDS, parse_squeue
 from slurm_rl.slurm.runner import CommandResult
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
-SQUEUE = (FIXTURES / "squeue-22.05.txt").read_text()
-SINFO = (FIXTURES / "sinfo-22.05.txt").read_text()
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "slurm"))
+from poll_recording import FIXTURES, RECORDED  # noqa: E402
+
+SQUEUE = (FIXTURES / "squeue-22.05.txt").read_bytes().decode(errors="replace")
+HOSTILE = (FIXTURES / "squeue-hostile-22.05.txt").read_bytes().decode(errors="replace")
+SINFO = (FIXTURES / "sinfo-marks-22.05.txt").read_text()
+END = RECORDED.record_mark + "\n"
 
 
 class Recorded:
-    """Replays recorded output: `squeue` gives `self.squeue`, `sinfo` the recorded nodes."""
+    """A fake runner replaying recorded output: `squeue` gives `self.squeue`, `sinfo` the
+    recorded nodes; it remembers the environment each squeue was given."""
 
     def __init__(self, squeue: str) -> None:
         self.squeue = squeue
+        self.envs: list[Mapping[str, str | None]] = []
 
-    def run(self, args: Sequence[str], *, timeout_s: float | None = None) -> CommandResult:
-        out = self.squeue if args[0] == "squeue" else SINFO
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
+            env: Mapping[str, str | None] | None = None) -> CommandResult:
+        if args[0] == "squeue":
+            self.envs.append(env or {})
+            out = self.squeue
+        else:  # the recorded nodes, with the marks this sinfo was given
+            fmt = args[-1]
+            field_mark = fmt[len("NodeList:"):fmt.index(",")]
+            record_mark = fmt[fmt.rindex(":") + 1:]
+            out = SINFO.replace(RECORDED.field_mark, field_mark).replace(
+                RECORDED.record_mark, record_mark)
         return CommandResult(args=tuple(args), returncode=0, stdout=out, stderr="",
                              duration_s=0.0)
 
 
-def test_only_changed_lines_are_new_once_committed() -> None:
+def poller(runner: Recorded) -> Poller:
+    return Poller(SlurmAdapter(runner, framing=lambda: RECORDED))
+
+
+def test_only_changed_records_are_new_once_committed() -> None:
     runner = Recorded(SQUEUE)
-    poller = Poller(SlurmAdapter(runner))
-    first = poller.poll(now=2e9)
-    everything = {r.job_id for r in parse_squeue(SQUEUE)}
+    p = poller(runner)
+    first = p.poll(now=2e9)
+    everything = {r.job_id for r in parse_squeue(SQUEUE, RECORDED).records}
     assert {j.id for j in first.jobs} == everything
     assert {j.id for j in first.changed} == everything
-    assert len(first.nodes) == 4
+    assert len(first.nodes) == 4 and first.quarantined == () and first.bad_nodes == ()
     # Not committed (the database write failed): still all new.
-    assert {j.id for j in poller.poll(now=2e9).changed} == everything
-    poller.commit(first)
-    assert poller.poll(now=2e9 + 10).changed == ()
+    assert {j.id for j in p.poll(now=2e9).changed} == everything
+    p.commit(first)
+    assert p.poll(now=2e9 + 10).changed == ()
 
-    lines = SQUEUE.splitlines()
-    lines[0] = lines[0].replace("CANCELLED", "COMPLETED", 1)
-    runner.squeue = "\n".join(lines) + "\n"
-    again = poller.poll(now=2e9 + 20)
+    chunks = SQUEUE.split(END)
+    chunks[0] = chunks[0].replace("CANCELLED", "COMPLETED", 1)
+    runner.squeue = END.join(chunks)
+    again = p.poll(now=2e9 + 20)
     (changed,) = again.changed
-    assert changed.id == parse_squeue(lines[0])[0].job_id
+    assert changed.id == chunks[0].split(RECORDED.field_mark)[0]
     assert {j.id for j in again.jobs} == everything
 
 
+def test_records_are_recognised_when_the_record_mark_changes() -> None:
+    """A fresh record mark every poll; the same records must still be recognised (and with a
+    different field mark, which a poller never sees, everything is simply new again)."""
+    other = Framing(field_mark=RECORDED.field_mark, record_mark="\x1fRfeedface00000000")
+    runner = Recorded(SQUEUE)
+    marks = [RECORDED]
+    p = Poller(SlurmAdapter(runner, framing=lambda: marks[0]))
+    first = p.poll(now=2e9)
+    p.commit(first)
+    marks[0] = other
+    runner.squeue = SQUEUE.replace(RECORDED.record_mark, other.record_mark)
+    again = p.poll(now=2e9 + 1)
+    assert again.changed == () and len(again.jobs) == len(first.jobs) == 7
+    assert len(again.nodes) == 4
+    p.commit(again)
+    marks[0] = Framing(field_mark="\x1fF999999", record_mark=other.record_mark)
+    runner.squeue = runner.squeue.replace(RECORDED.field_mark, "\x1fF999999")
+    assert len(p.poll(now=2e9 + 2).changed) == 7
+
+
 def test_running_jobs_get_views_at_the_new_time() -> None:
-    poller = Poller(SlurmAdapter(Recorded(SQUEUE)))
-    poller.commit(poller.poll(now=2e9))
-    later = poller.poll(now=2e9 + 100)
+    p = poller(Recorded(SQUEUE))
+    p.commit(p.poll(now=2e9))
+    later = p.poll(now=2e9 + 100)
     running = [j for j in later.jobs if j.state.is_running]
     assert running
     for job in running:
         assert job.start_time is not None
         assert job.attained_gpu_s == (2e9 + 100 - job.start_time) * job.gpus
+
+
+def test_hostile_jobs_do_not_stop_the_poll() -> None:
+    polled = poller(Recorded(HOSTILE)).poll(now=2e9)
+    assert len(polled.jobs) == 12 and polled.quarantined == ()
+    assert {c for c in polled.user_comments.values() if "\n" in c} == {"a\nb"}
+
+
+def test_bad_records_are_quarantined_and_reported_once() -> None:
+    chunks = SQUEUE.split(END)
+    bad = chunks[:]
+    fields = bad[1].split(RECORDED.field_mark)
+    fields[SQUEUE_FIELDS.index("NumNodes")] = "١"
+    bad[1] = RECORDED.field_mark.join(fields)
+    runner = Recorded(END.join(bad))
+    p = poller(runner)
+    first = p.poll(now=2e9)
+    (q,) = first.quarantined
+    assert q.job_id == fields[0] and q.reason.startswith("NumNodes") and q.first_time
+    assert q.job_id not in {j.id for j in first.jobs} | {j.id for j in first.changed}
+    assert len(first.jobs) == len(chunks) - 2
+    p.commit(first)
+    (again,) = p.poll(now=2e9 + 1).quarantined
+    assert not again.first_time  # logged once
+    runner.squeue = SQUEUE  # fixed: the job is back, and new
+    fixed = p.poll(now=2e9 + 2)
+    assert fixed.quarantined == () and [j.id for j in fixed.changed] == [q.job_id]
+    runner.squeue = END.join(bad)  # broken again: reported again
+    assert p.poll(now=2e9 + 3).quarantined[0].first_time
+
+
+def test_a_job_id_printed_twice_is_left_alone() -> None:
+    chunks = SQUEUE.split(END)
+    runner = Recorded(END.join([chunks[0], *chunks]))
+    polled = poller(runner).poll(now=2e9)
+    dup = chunks[0].split(RECORDED.field_mark)[0]
+    assert dup not in {j.id for j in polled.jobs}
+    assert [q.job_id for q in polled.quarantined] == [dup, dup]
+
+
+def test_the_format_goes_in_the_environment_and_inherited_squeue_settings_are_dropped() -> None:
+    runner = Recorded(SQUEUE)
+    SlurmAdapter(runner).poll_squeue()
+    (env,) = runner.envs
+    fmt = env["SQUEUE_FORMAT2"]
+    assert fmt is not None and fmt.startswith("JobID:\x1fF") and fmt.count("\x1fR") == 1
+    assert env["SQUEUE_FORMAT"] is None and env["SQUEUE_USERS"] is None
+    assert env["SLURM_TIME_FORMAT"] == "standard"
+    SlurmAdapter(runner).poll_squeue()
+    assert runner.envs[1]["SQUEUE_FORMAT2"] != fmt  # a fresh secret every poll

@@ -1,15 +1,26 @@
-"""Parsers on output recorded from the real 22.05 test cluster (tests/fixtures/slurm)."""
+"""Parsers on output recorded from the real 22.05 test cluster (tests/fixtures/slurm).
+
+The fixtures were recorded by tests/slurm/poll_recording.py with fixed marks (RECORDED); the
+hostile one holds the job names and comments that used to stop every daemon cycle (issue 8).
+"""
 
 from __future__ import annotations
 
+import json
+import math
 from datetime import datetime
-from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from poll_recording import FIXTURES, HOSTILE_COMMENTS, LEGACY, RECORDED
 
 from slurm_rl.core import JobState, NodeState, NodeView, ServiceClass
+from slurm_rl.gpu_extra import decode_samples
 from slurm_rl.slurm.adapter import partitions_scope, rlsbatch_scope
 from slurm_rl.slurm.parse import (
+    MAX_NUMBER,
+    SQUEUE_FIELDS,
     ParseError,
     SqueueRecord,
     job_view,
@@ -20,11 +31,24 @@ from slurm_rl.slurm.parse import (
     parse_time,
 )
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
+
+def fixture(name: str) -> str:
+    """As the runner decodes output: UTF-8, bytes that are not become U+FFFD."""
+    return (FIXTURES / name).read_bytes().decode(errors="replace")
+
+
+SQUEUE = fixture("squeue-22.05.txt")
+HOSTILE = fixture("squeue-hostile-22.05.txt")
 
 
 def ts(text: str) -> float:
     return datetime.fromisoformat(text).timestamp()
+
+
+def records(text: str) -> dict[str, SqueueRecord]:
+    parsed = parse_squeue(text, RECORDED)
+    assert parsed.quarantined == ()
+    return {r.job_id: r for r in parsed.records}
 
 
 @pytest.mark.parametrize(
@@ -37,73 +61,188 @@ def test_parse_duration(text: str, seconds: float | None) -> None:
     assert parse_duration(text) == seconds
 
 
+@pytest.mark.parametrize("text", ["١٠:٠٠", "１０", "1:2:3:4", "-5", "1-", "99999999999", "5m"])
+def test_parse_duration_refuses_what_is_not_ascii_digits(text: str) -> None:
+    with pytest.raises(ParseError, match="bad duration"):
+        parse_duration(text)
+
+
 @pytest.mark.parametrize(
     ("text", "count"),
     [("gres:gpu:3", 3), ("gres/gpu:1", 1), ("gpu:1", 1), ("gres/gpu=1", 1), ("N/A", 0),
      ("gpu:a100:4(IDX:0-3)", 4), ("gpu:4", 4), ("gpu:0", 0), ("(null)", 0),
-     ("gres:gpu:2,gres:shard:8", 2)],
+     ("gres:gpu:2,gres:shard:8", 2), ("gres:gpu:٣", 0), ("gres:gpu:３", 0)],
 )
 def test_parse_gpu_count(text: str, count: int) -> None:
     assert parse_gpu_count(text) == count
 
 
-def test_parse_time_none_words() -> None:
+def test_parse_gpu_count_is_bounded() -> None:
+    with pytest.raises(ParseError, match="GPU count"):
+        parse_gpu_count("gres:gpu:99999999999999999999999")
+
+
+def test_parse_time() -> None:
     for word in ("N/A", "NONE", "Unknown", ""):
         assert parse_time(word) is None
     assert parse_time("2026-11-29T20:45:04") == ts("2026-11-29T20:45:04")
+    for bad in ("٢٠٢٦-11-29T20:45:04", "99999-01-01T00:00:00", "2026-13-01T00:00:00",
+                "2026-11-29 20:45:04", "2026-11-29T20:45:04+01:00"):
+        with pytest.raises(ParseError, match="bad time"):
+            parse_time(bad)
 
 
 def test_squeue_recorded_output() -> None:
-    records: dict[str, SqueueRecord] = {
-        r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
-    assert len(records) == 15
-    # A job name holding '|' and a space survives the separator.
-    assert records["10"].name == "rec b|x"
-    assert records["10"].state is JobState.RUNNING
-    assert records["10"].nodes == 2 and records["10"].gpus == 8  # gres:gpu:4 per node x 2
-    assert records["10"].start_time == ts("2026-11-29T20:45:04")
-    assert records["10"].end_time is None  # expected end of a running job is not a fact
-    assert records["11"].gpus == 3  # --gpus=3 is tres-per-job
-    assert records["15"].state is JobState.PENDING and records["15"].start_time is None
-    assert records["13"].state is JobState.CANCELLED
-    assert records["1"].end_time == ts("2026-11-29T20:42:59")
+    rec = records(SQUEUE)
+    assert sorted(rec) == ["415", "416", "417", "418", "419_[0-2]", "420", "421"]
+    assert rec["415"].state is JobState.COMPLETED and rec["415"].gpus == 1
+    assert rec["415"].end_time == ts("2026-11-30T21:30:03")
+    running = rec["416"]
+    assert running.state is JobState.RUNNING and running.start_time == ts("2026-11-30T21:30:03")
+    assert running.end_time is None  # expected end of a running job is not a fact
+    assert running.time_limit_s == 300
+    # A job name holding '|' and a space; gres:gpu:4 per node x 2 nodes.
+    assert rec["417"].name.endswith(" b|x") and (rec["417"].nodes, rec["417"].gpus) == (2, 8)
+    assert rec["417"].time_limit_s == 86400
+    assert rec["418"].gpus == 3 and rec["418"].gpus_per_job  # --gpus=3 is tres-per-job
     # A pending array remainder keeps Slurm's expression as its id.
-    assert records["12_[0-2]"].reason == "JobHeldUser"
-    assert records["18"].time_limit_s == 2 * 86400 + 3 * 3600 + 300
-    assert records["8"].comment == ""
+    assert rec["419_[0-2]"].reason == "JobHeldUser"
+    assert rec["420"].state is JobState.CANCELLED
+    assert rec["421"].state is JobState.PENDING and rec["421"].start_time is None
+    assert rec["421"].time_limit_s == 2 * 86400 + 3 * 3600 + 300
+    assert rec["415"].comment == ""
+    # No accounting on the test cluster: Slurm shows "(null)" for account and QOS.
+    assert (rec["415"].user, rec["415"].account, rec["415"].qos) == ("root", "", "")
 
 
 def test_job_view_decodes_intent_and_progress() -> None:
-    rec: dict[str, SqueueRecord] = {
-        r.job_id: r for r in parse_squeue((FIXTURES / "squeue-22.05.txt").read_text())}
-    view = job_view(rec["18"], now=ts("2026-11-29T20:50:00"), managed=rlsbatch_scope)
+    rec = records(SQUEUE)
+    view = job_view(rec["421"], now=ts("2026-11-30T21:35:00"), managed=rlsbatch_scope)
     assert view.managed and view.held
     assert view.intent is not None and view.intent.service_class is ServiceClass.CRITICAL
     assert (view.intent.gpus_min, view.intent.gpus_max, view.intent.elastic) == (1, 4, True)
     assert view.progress is not None and view.progress.steps_done == 100
     assert view.predicted_remaining_s == pytest.approx(900 / 2.5)
-    plain = job_view(rec["15"], now=0.0, managed=rlsbatch_scope)
+    plain = job_view(rec["418"], now=0.0, managed=rlsbatch_scope)
     assert not plain.managed and plain.intent is None
-    scoped = job_view(rec["15"], now=0.0, managed=partitions_scope(frozenset({"gpu"})))
+    scoped = job_view(rec["418"], now=0.0, managed=partitions_scope(frozenset({"gpu"})))
     assert scoped.managed
 
 
-def test_squeue_short_line_is_an_error() -> None:
-    with pytest.raises(ParseError, match="squeue line 1"):
-        parse_squeue("12\x1f12\x1fN/A\x1f")
+def test_hostile_names_and_comments_are_data() -> None:
+    """Every job of issue 8 that stopped all cycles parses, with its text as the user wrote it
+    (a byte that is not UTF-8 shown as U+FFFD), and the honest job next to them is right."""
+    rec = records(HOSTILE)
+    assert len(rec) == 1 + len(HOSTILE_COMMENTS) + 3
+    by_name = {r.name.split("-", 1)[1]: r for r in rec.values()}
+    for name, comment in HOSTILE_COMMENTS.items():
+        assert by_name[name].comment == comment
+    assert by_name["n-nl\nx"].state is JobState.PENDING
+    assert "n-us\x1fx" in by_name and "n-ff\ufffdx" in by_name
+    honest = by_name["honest"]
+    assert (honest.gpus, honest.reason, honest.comment) == (1, "JobHeldUser", "")
+
+
+def test_hostile_records_under_the_old_format_would_not_split() -> None:
+    """The same output split as before issue 8 (records are lines, fields end at U+001F): the
+    comment's newline cuts a record in two. This is what the marks prevent."""
+    old = HOSTILE.replace(RECORDED.field_mark, "\x1f").replace(RECORDED.record_mark, "\x1f")
+    assert len(old.splitlines()) > len(records(HOSTILE))
+
+
+def mutate(text: str, job_id: str, field: str, value: str) -> str:
+    """The recorded record of `job_id` with one field replaced."""
+    out = []
+    for chunk in text.split(RECORDED.record_mark + "\n")[:-1]:
+        fields = chunk.split(RECORDED.field_mark)
+        if fields[0] == job_id:
+            fields[SQUEUE_FIELDS.index(field)] = value
+        out.append(RECORDED.field_mark.join(fields) + RECORDED.record_mark + "\n")
+    return "".join(out)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("JobID", "4١8"), ("JobID", "418;x"), ("JobID", "１"), ("ArrayTaskID", "0-2]x"),
+     ("NumNodes", "١"), ("NumNodes", "99999999999999999999"), ("PriorityLong", "-1"),
+     ("PriorityLong", str(MAX_NUMBER + 1)), ("SubmitTime", "99999-01-01T00:00:00"),
+     ("SubmitTime", "2026-02-30T00:00:00"), ("TimeLimit", "１０:00"), ("State", "BOGUS"),
+     ("State", "PENDİNG"), ("tres-per-node", "gres:gpu:99999999999999999999"),
+     ("Comment", "x" * 1025), ("Name", "n" * 1025), ("Reason", "Held\nx")],
+)
+def test_a_bad_record_is_quarantined_and_the_others_parse(field: str, value: str) -> None:
+    parsed = parse_squeue(mutate(SQUEUE, "417", field, value), RECORDED)
+    assert sorted(r.job_id for r in parsed.records) == sorted(set(records(SQUEUE)) - {"417"})
+    (bad,) = parsed.quarantined
+    named = "JobID" if field == "ArrayTaskID" else field  # the composed id is what is checked
+    assert bad.reason.startswith(named) or named in bad.reason, bad.reason
+    assert bad.job_id in ("417", None) and len(bad.reason) <= 200 and len(bad.excerpt) <= 200
+    assert bad.reason.isprintable() and RECORDED.field_mark not in bad.excerpt
+
+
+def test_a_record_cut_short_or_missing_a_mark_is_quarantined() -> None:
+    end = RECORDED.record_mark + "\n"
+    chunks = SQUEUE.split(end)[:-1]
+    assert chunks[1].startswith("415") and chunks[-1].startswith("416")
+    chunks[1] = chunks[1].replace(RECORDED.field_mark, "", 1)  # two fields run together
+    cut = "".join(c + end for c in chunks[:-1]) + chunks[-1][:30]  # output ends in a record
+    parsed = parse_squeue(cut, RECORDED)
+    assert len(parsed.records) == len(chunks) - 2
+    assert sorted((q.job_id or "", q.reason) for q in parsed.quarantined) == [
+        ("415415", "18 fields, expected 19"), ("416", "output ends inside this record")]
+
+
+def test_a_job_id_printed_twice_is_trusted_neither_time() -> None:
+    parsed = parse_squeue(mutate(SQUEUE, "418", "JobID", "417"), RECORDED)
+    assert "417" not in {r.job_id for r in parsed.records}
+    assert [q.job_id for q in parsed.quarantined] == ["417", "417"]
+    assert "printed 2 times" in parsed.quarantined[0].reason
+
+
+_pieces = st.one_of(
+    st.text(max_size=30), st.sampled_from(
+        [RECORDED.field_mark, RECORDED.record_mark + "\n", "\n", "\x1f", "N/A", "PENDING",
+         "2026-11-30T21:30:03", "gres:gpu:2", "١", "99999999999999999999", "(null)"]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_pieces, max_size=60))
+def test_parse_squeue_never_raises(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    parsed = parse_squeue(SQUEUE + text + HOSTILE, RECORDED)
+    ids = [r.job_id for r in parsed.records]
+    assert len(ids) == len(set(ids))
+    assert all(len(q.reason) <= 200 and len(q.excerpt) <= 200 for q in parsed.quarantined)
+    parse_sinfo_nodes(text, RECORDED)
 
 
 def test_sinfo_recorded_output() -> None:
-    nodes: dict[str, NodeView] = {
-        n.name: n for n in parse_sinfo_nodes((FIXTURES / "sinfo-22.05.txt").read_text())}
-    assert sorted(nodes) == ["node1", "node2", "node3", "node4"]
+    parsed = parse_sinfo_nodes(fixture("sinfo-marks-22.05.txt"), RECORDED)
+    nodes: dict[str, NodeView] = {n.name: n for n in parsed.nodes}
+    assert sorted(nodes) == ["node1", "node2", "node3", "node4"] and parsed.bad == ()
+    assert nodes["node1"].state is NodeState.MIXED and nodes["node1"].gpus_alloc == 1
+    assert nodes["node2"].gpus_free == 4 and nodes["node2"].cpus_total == 8
+    assert nodes["node1"].partitions == ("gpu",) and nodes["node1"].samples == ()
+
+
+def test_sinfo_extra_samples_in_the_format_before_issue_8() -> None:
+    parsed = parse_sinfo_nodes(fixture("sinfo-22.05.txt"), LEGACY)
+    nodes: dict[str, NodeView] = {n.name: n for n in parsed.nodes}
     assert nodes["node3"].gpus_total == 4 and nodes["node3"].gpus_alloc == 3
-    assert nodes["node4"].state is NodeState.IDLE and nodes["node4"].gpus_free == 4
-    assert nodes["node1"].state is NodeState.MIXED and nodes["node1"].samples == ()
+    assert nodes["node1"].samples == ()  # Extra {"a":1} is not ours
     samples = nodes["node2"].samples
     assert len(samples) == 2 and samples[0].util_pct == 55 and samples[0].power_w == 250.5
     assert nodes["node2"].sampled_at == 1795985200
-    assert nodes["node1"].partitions == ("gpu",)
+
+
+def test_a_bad_node_record_is_skipped_with_its_name() -> None:
+    text = fixture("sinfo-marks-22.05.txt").replace("0/8/0/8", "0/٨/0/8", 1)
+    text = text.replace("(null)", '{"rl":1,"t":1e999,"g":[[0,NaN,1,1,1,1]]}', 1)
+    parsed = parse_sinfo_nodes(text, RECORDED)
+    assert sorted(n.name for n in parsed.nodes) == ["node1", "node3", "node4"]
+    assert parsed.nodes[0].samples == ()  # node1's Extra was not ours: no samples, no error
+    (bad,) = parsed.bad
+    assert bad.job_id is None and bad.reason.startswith("node node2: CPUsState")
 
 
 def test_node_state_flags() -> None:
@@ -111,3 +250,21 @@ def test_node_state_flags() -> None:
     assert NodeState.parse("mixed+drain") is NodeState.MIXED
     assert NodeState.parse("down~") is NodeState.DOWN
     assert NodeState.parse("weird") is NodeState.UNKNOWN
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=7) | st.dictionaries(
+        st.sampled_from(["rl", "t", "g", "x"]), inner, max_size=4),
+    max_leaves=40)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.text(max_size=200), _json.map(lambda v: json.dumps({"rl": 1, "t": 5,
+                                                                        "g": v}))))
+def test_node_extra_never_raises_and_gives_only_bounded_numbers(extra: str) -> None:
+    samples, at = decode_samples(extra)
+    assert at is None or math.isfinite(at)
+    for s in samples:
+        for v in (s.util_pct, s.mem_used_mib, s.mem_total_mib, s.power_w, s.temp_c):
+            assert v is None or (not isinstance(v, bool) and math.isfinite(v))
