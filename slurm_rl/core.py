@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NewType, Protocol
 
+from slurm_rl.submit.tags import MAX_EPOCH, MAX_INT, check_int, check_number
+
 JobId = NewType("JobId", str)
 NodeName = NewType("NodeName", str)
 
@@ -167,6 +169,20 @@ class Intent:
     model: str | None = None
     batch_size: int | None = None
 
+    def __post_init__(self) -> None:
+        # Bounds only (ValueError), so that no hostile comment or row can build an intent that
+        # overflows SQLite, a timestamp or scontrol; deadlines may be trace seconds (>= 0).
+        if self.deadline is not None:
+            check_number("deadline", self.deadline, 0, MAX_EPOCH)
+        for name in ("gpus_min", "gpus_max"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name, value, 1, MAX_INT)
+        for name in ("total_steps", "batch_size"):
+            value = getattr(self, name)
+            if value is not None:
+                check_int(name, value)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Progress:
@@ -178,6 +194,16 @@ class Progress:
     """Steps per second at the job's current GPU count."""
     updated_at: float | None = None
 
+    def __post_init__(self) -> None:
+        # Bounds only (ValueError); the simulator builds these without __init__ (sim/views.py).
+        check_int("steps_done", self.steps_done)
+        if self.steps_total is not None:
+            check_int("steps_total", self.steps_total)
+        if self.rate is not None:
+            check_number("rate", self.rate)
+        if self.updated_at is not None:
+            check_number("updated_at", self.updated_at, 0, MAX_EPOCH)
+
 
 @dataclass(frozen=True, kw_only=True)
 class JobView:
@@ -185,6 +211,8 @@ class JobView:
     user: str = ""
     name: str = ""
     partition: str = ""
+    account: str = ""
+    qos: str = ""
     state: JobState
     submit_time: float
     start_time: float | None = None

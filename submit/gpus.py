@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from slurm_rl.submit.cmdline import Opt
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.sbatch_options import GPU_ENV, GPU_OPTIONS
+from slurm_rl.submit.tags import brief, read_digits
 
 PartitionGpus = dict[str, tuple[bool, int, int]]
 """partition -> (is default, total GPUs, most GPUs on one node)."""
@@ -68,24 +69,25 @@ def gres_gpu_count(spec: str) -> int | None:
         if parts[0] != "gpu":
             continue
         # "gpu" and "gpu:a100" ask for one GPU; "gpu:2" and "gpu:a100:2" for two.
-        count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdigit() else 1
+        # Only ASCII digits are a count; anything else is a type name, as sbatch reads it.
+        count = read_digits(parts[-1]) if len(parts) > 1 else None
+        count = 1 if count is None else count
         total = (total or 0) + count
     return total
 
 
 def typed_count(spec: str) -> int | None:
     """The count in a --gpus/--gpus-per-node value ("4" or "a100:4")."""
-    last = spec.rsplit(":", 1)[-1].strip()
-    return int(last) if last.isdigit() else None
+    return read_digits(spec.rsplit(":", 1)[-1].strip())
 
 
 def min_nodes(spec: str) -> int | None:
     digits = ""
     for ch in spec.strip():
-        if not ch.isdigit():
+        if not "0" <= ch <= "9":
             break
         digits += ch
-    return int(digits) if digits else None
+    return read_digits(digits)
 
 
 def parse_sinfo(text: str) -> PartitionGpus:
@@ -188,7 +190,7 @@ def _check_sbatch_request(requests: list[Opt], lo: int, hi: int, nodes: int | No
     if not lo <= start <= hi:
         src = "" if req.where == "command line" else f" ({req.where})"
         raise UsageError(
-            f"--rl-gpus: {lo}-{hi}: --{req.name}={value}{src} asks for {start} GPUs, "
+            f"--rl-gpus: {lo}-{hi}: --{req.name}={brief(value)}{src} asks for {start} GPUs, "
             "outside the range"
         )
     return []

@@ -12,6 +12,9 @@ under Slurm 22.05's 1024-byte limit (longer comments are refused at submission).
     g  GPU range min-max              e  elastic (flag)          s  total steps
     m  model name                     b  batch size
 
+Every number is ASCII digits within the bounds in `tags.py` (GPUs 1..4096, steps and batch
+below 2**53, deadlines in 2000..2100); a tag that breaks any rule decodes as no intent.
+
 Only the standard library is used here. The encoder itself lives in `tags.py` (no imports at
 all, because rlsbatch runs it on every submission); this module re-exports it and adds the
 decoder and the `Intent`/`Progress` conversions.
@@ -25,12 +28,20 @@ from dataclasses import dataclass
 from slurm_rl.core import Intent, Progress, ServiceClass
 from slurm_rl.submit.tags import (
     MAX_COMMENT_BYTES,
+    MAX_EPOCH,
+    MAX_GPUS,
+    MAX_INT,
     MAX_PART_BYTES,
+    MIN_EPOCH,
     PROGRESS_RESERVE_BYTES,
+    SERVICE_CLASSES,
     VERSION,
     CommentError,
+    ascii_float,
+    ascii_int,
     encode_intent_values,
     join_comment,
+    valid_model_name,
 )
 
 __all__ = [
@@ -39,10 +50,11 @@ __all__ = [
     "with_progress",
 ]
 
+# \Z, not $: `$` also matches before a final newline.
 _TAIL_RE = re.compile(
-    r"(?:^| )\{rl1:(?P<intent>[^{}]*)\}(?:\{rlp:(?P<progress>[^{}]*)\})?$"
+    r"(?:^| )\{rl1:(?P<intent>[^{}]*)\}(?:\{rlp:(?P<progress>[^{}]*)\})?\Z"
 )
-_PROGRESS_ONLY_RE = re.compile(r"(?:^| )\{rlp:(?P<progress>[^{}]*)\}$")
+_PROGRESS_ONLY_RE = re.compile(r"(?:^| )\{rlp:(?P<progress>[^{}]*)\}\Z")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -114,71 +126,87 @@ def _strip_progress(comment: str) -> str:
 def decode_comment(comment: str | None) -> DecodedComment:
     """Split a job comment into the user's comment, the intent and the progress.
 
-    A comment without slurm-rl's part decodes to (comment, None, None). A malformed part is
-    treated as the user's text, never as an intent: the daemon must not act on garbage.
+    A comment without slurm-rl's part decodes to (comment, None, None). A malformed part, or
+    one with a value out of bounds (tags.py: ASCII digits only, steps and batch below 2**53,
+    GPUs 1..MAX_GPUS, deadlines in 2000..2100, finite rates), is treated as the user's text,
+    never as an intent: the daemon must not act on garbage. Never raises, whatever the text.
     """
-    text = comment or ""
+    text = comment if isinstance(comment, str) else ""
     m = _TAIL_RE.search(text)
     if m is None:
         pm = _PROGRESS_ONLY_RE.search(text)
-        if pm is not None:
-            try:
-                only = _decode_progress(pm.group("progress"))
-            except CommentError:
-                return DecodedComment(user_comment=text, intent=None, progress=None)
-            return DecodedComment(user_comment=text[: pm.start()], intent=None, progress=only)
+        only = _decode_progress(pm.group("progress")) if pm is not None else None
+        if pm is None or only is None:
+            return DecodedComment(user_comment=text, intent=None, progress=None)
+        return DecodedComment(user_comment=text[: pm.start()], intent=None, progress=only)
+    intent = _decode_intent(m.group("intent"))
+    if intent is None:
         return DecodedComment(user_comment=text, intent=None, progress=None)
-    try:
-        intent = _decode_intent(m.group("intent"))
-        prog: Progress | None = (
-            _decode_progress(m.group("progress")) if m.group("progress") else None
-        )
-    except CommentError:
-        return DecodedComment(user_comment=text, intent=None, progress=None)
+    # A bad progress tag costs the progress only: the next report replaces it.
+    body = m.group("progress")
+    prog = _decode_progress(body) if body is not None else None
     return DecodedComment(user_comment=text[: m.start()], intent=intent, progress=prog)
 
 
-def _decode_intent(body: str) -> Intent:
+_FLAGS = {"h": "hard", "e": "elastic"}
+_INTS = {"s": "total_steps", "b": "batch_size"}
+
+
+def _decode_intent(body: str) -> Intent | None:
+    """The intent in a `{rl1:...}` body, or None if any field is malformed or out of bounds."""
     fields: dict[str, object] = {}
     for item in filter(None, body.split(",")):
-        key, _, value = item.partition("=")
-        try:
-            if key == "d":
-                fields["deadline"] = float(int(value))
-            elif key == "h":
-                fields["hard"] = True
-            elif key == "c":
-                fields["service_class"] = ServiceClass.parse(value)
-            elif key == "g":
-                lo, _, hi = value.partition("-")
-                fields["gpus_min"] = int(lo) if lo else None
-                fields["gpus_max"] = int(hi) if hi else None
-            elif key == "e":
-                fields["elastic"] = True
-            elif key == "s":
-                fields["total_steps"] = int(value)
-            elif key == "m":
-                fields["model"] = value
-            elif key == "b":
-                fields["batch_size"] = int(value)
-            else:
-                raise CommentError(f"unknown intent key {key!r}")
-        except ValueError as exc:
-            raise CommentError(f"bad intent field {item!r}: {exc}") from None
-    return Intent(**fields)  # type: ignore[arg-type]
-
-
-def _decode_progress(body: str) -> Progress:
-    main, _, tail = body.partition(";")
+        key, eq, value = item.partition("=")
+        if key in _FLAGS and not eq:
+            name: str = _FLAGS[key]
+            parsed: object = True
+        elif key in _INTS and eq:
+            name, parsed = _INTS[key], ascii_int(value, 1, MAX_INT)
+        elif key == "d" and eq:
+            when = ascii_int(value, MIN_EPOCH, MAX_EPOCH)
+            name, parsed = "deadline", None if when is None else float(when)
+        elif key == "c" and eq and value in SERVICE_CLASSES:
+            name, parsed = "service_class", ServiceClass(value)
+        elif key == "m" and eq and valid_model_name(value):
+            name, parsed = "model", value
+        elif key == "g" and eq:
+            lo_s, dash, hi_s = value.partition("-")
+            lo = ascii_int(lo_s, 1, MAX_GPUS) if lo_s else None
+            hi = ascii_int(hi_s, 1, MAX_GPUS) if hi_s else None
+            if (not dash or (lo_s and lo is None) or (hi_s and hi is None)
+                    or (lo is None and hi is None) or (lo and hi and lo > hi)
+                    or "gpus_max" in fields):
+                return None
+            fields["gpus_min"], fields["gpus_max"] = lo, hi
+            continue
+        else:
+            return None  # unknown key, a flag with a value, a value without one
+        if parsed is None or name in fields:
+            return None  # a bad value, or a key given twice
+        fields[name] = parsed
     try:
-        updated = float(tail[2:]) if tail.startswith("t=") else None
-        steps_part, _, rate_part = main.partition("@")
-        done_s, _, total_s = steps_part.partition("/")
-        return Progress(
-            steps_done=int(done_s),
-            steps_total=int(total_s) if total_s else None,
-            rate=float(rate_part) if rate_part else None,
-            updated_at=updated,
-        )
-    except ValueError:
-        raise CommentError(f"bad progress tag {body!r}") from None
+        return Intent(**fields)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def _decode_progress(body: str) -> Progress | None:
+    """The progress in a `{rlp:...}` body, or None if malformed or out of bounds."""
+    main, semi, tail = body.partition(";")
+    updated: float | None = None
+    if semi:
+        stamp = ascii_int(tail[2:], 0, MAX_EPOCH) if tail.startswith("t=") else None
+        if stamp is None:
+            return None
+        updated = float(stamp)
+    steps_part, at, rate_part = main.partition("@")
+    done_s, slash, total_s = steps_part.partition("/")
+    done = ascii_int(done_s)
+    total = ascii_int(total_s, 1, MAX_INT) if slash else None
+    rate = ascii_float(rate_part) if at else None
+    if done is None or (slash and (total is None or done > total)) or (at and rate is None):
+        return None
+    try:
+        return Progress(steps_done=done, steps_total=total, rate=rate, updated_at=updated)
+    except (TypeError, ValueError):
+        return None

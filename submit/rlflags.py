@@ -11,9 +11,15 @@ import time
 
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.tags import (
+    MAX_EPOCH,
+    MAX_GPUS,
+    MAX_INT,
+    RLSBATCH_HORIZON_S,
     CommentError,
+    brief,
     encode_intent_values,
     normalize_service_class,
+    read_digits,
     valid_model_name,
 )
 
@@ -30,8 +36,8 @@ CMDLINE_ONLY = frozenset({"rl-dry-run", "dry-run", "rl-help"})
 HELP = """\
 rlsbatch options (everything else is sbatch's; see sbatch --help):
   --rl-deadline=WHEN   when the job should be done: ISO 8601 (2026-12-01T18:00, zone
-                       optional, local time if none) or relative (+6h, +90m, +1d2h, +3600s).
-                       Not sbatch's --deadline, which makes Slurm remove the job.
+                       optional, local time if none) or relative (+6h, +90m, +1d2h, +3600s);
+                       at most 10 years ahead. Not sbatch's --deadline (Slurm removes the job).
   --rl-hard            the job is worthless after its deadline (default: soft)
   --rl-soft            the job is still worth finishing late (the default)
   --rl-class=CLASS     critical | standard (default) | besteffort. Not sbatch's --qos.
@@ -52,41 +58,57 @@ _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
 
 
 def parse_deadline(text: str, now: float) -> float:
-    """Epoch seconds for an ISO 8601 time (local if it has no zone) or `+1d2h`-style offset."""
+    """Epoch seconds for an ISO 8601 time (local if it has no zone) or `+1d2h`-style offset,
+    in the future and at most `RLSBATCH_HORIZON_S` (10 years) ahead."""
     text = text.strip()
     if text.startswith("+"):
         seconds = _parse_offset(text[1:])
         if seconds is None:
             raise UsageError(
-                f"--rl-deadline: can't read {text!r}: a relative deadline is + and one or "
+                f"--rl-deadline: can't read {brief(text)!r}: a relative deadline is + and one or "
                 "more NUMBER+UNIT (w, d, h, m, s), e.g. +6h, +90m, +1d2h, +3600s"
             )
         if seconds <= 0:
-            raise UsageError(f"--rl-deadline: {text!r} is not in the future")
-        return float(int(now) + seconds)
+            raise UsageError(f"--rl-deadline: {brief(text)!r} is not in the future")
+        return _within_horizon(text, float(int(now) + seconds), now)
     from datetime import datetime  # only absolute deadlines pay for this import
 
     try:
-        when = datetime.fromisoformat(text).timestamp()
+        if not text.isascii():
+            raise ValueError(text)  # fromisoformat reads only ASCII digits today; say so here
+        parsed = datetime.fromisoformat(text)
     except ValueError:
         raise UsageError(
-            f"--rl-deadline: can't read {text!r}: use an ISO 8601 time such as "
+            f"--rl-deadline: can't read {brief(text)!r}: use an ISO 8601 time such as "
             "2026-12-01T18:00 or 2026-12-01T18:00+01:00, or a relative one such as +6h"
         ) from None
+    try:
+        when = parsed.timestamp()
+    except (ValueError, OverflowError, OSError):
+        raise UsageError(f"--rl-deadline: {text} is out of range") from None
     if when <= now:
         shown = time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(now))
         raise UsageError(f"--rl-deadline: {text} is in the past (now is {shown})")
-    return float(int(when))
+    return _within_horizon(text, float(int(when)), now)
+
+
+def _within_horizon(text: str, when: float, now: float) -> float:
+    if when - now > RLSBATCH_HORIZON_S or when > MAX_EPOCH:
+        raise UsageError(f"--rl-deadline: {brief(text)} is more than 10 years ahead (the furthest "
+                         "rlsbatch accepts)")
+    return when
 
 
 def _parse_offset(text: str) -> int | None:
+    """Seconds in `1d2h`-style text; None if unreadable. Far too large numbers come back as
+    a count beyond any horizon rather than as a huge int."""
     total = 0
     digits = ""
     for ch in text:
         if "0" <= ch <= "9":
             digits += ch
         elif ch in _UNITS and digits:
-            total += int(digits) * _UNITS[ch]
+            total = min(total + (read_digits(digits) or 0) * _UNITS[ch], MAX_INT)
             digits = ""
         else:
             return None
@@ -96,12 +118,14 @@ def _parse_offset(text: str) -> int | None:
 
 
 def parse_gpu_range(text: str) -> tuple[int, int]:
+    """`MIN-MAX` or `N`: ASCII digits, 1 <= MIN <= MAX <= MAX_GPUS."""
     lo_s, dash, hi_s = text.strip().partition("-")
-    if not dash:
-        hi_s = lo_s
-    if not (lo_s.isdigit() and hi_s.isdigit()):
-        raise UsageError(f"--rl-gpus: can't read {text!r}: use MIN-MAX (e.g. 2-8) or a count")
-    lo, hi = int(lo_s), int(hi_s)
+    lo, hi = read_digits(lo_s), read_digits(hi_s if dash else lo_s)
+    if lo is None or hi is None:
+        raise UsageError(f"--rl-gpus: can't read {brief(text)!r}: use MIN-MAX (e.g. 2-8) "
+                         "or a count")
+    if hi > MAX_GPUS or lo > MAX_GPUS:
+        raise UsageError(f"--rl-gpus: {brief(text)}: at most {MAX_GPUS} GPUs")
     if lo < 1:
         raise UsageError(f"--rl-gpus: {text}: the minimum must be at least 1")
     if lo > hi:
@@ -110,9 +134,13 @@ def parse_gpu_range(text: str) -> tuple[int, int]:
 
 
 def parse_positive_int(flag: str, text: str) -> int:
-    if not text.strip().isdigit() or int(text) < 1:
-        raise UsageError(f"--{flag}: {text!r} is not a positive whole number")
-    return int(text)
+    """A whole number 1..MAX_INT written in ASCII digits."""
+    value = read_digits(text.strip())
+    if value is None or value < 1:
+        raise UsageError(f"--{flag}: {brief(text)!r} is not a positive whole number")
+    if value > MAX_INT:
+        raise UsageError(f"--{flag}: {brief(text)!r} is too large (at most {MAX_INT})")
+    return value
 
 
 class IntentValues:
@@ -175,7 +203,7 @@ def apply_flag(values: IntentValues, name: str, value: str | None, now: float) -
     elif name == "rl-model":
         if not valid_model_name(text):
             raise UsageError(
-                f"--rl-model: {text!r}: use 1-40 letters, digits, '_', '.' or '-'"
+                f"--rl-model: {brief(text)!r}: use 1-40 letters, digits, '_', '.' or '-'"
             )
         values.model = text
     else:  # dry-run and help are handled by the caller

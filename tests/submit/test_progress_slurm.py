@@ -96,3 +96,36 @@ def test_progress_outside_a_job_needs_an_id(tmp_path: Path) -> None:
                          capture_output=True, text=True, check=False)
     assert bad.returncode == 1
     assert "job 999999999: squeue failed" in bad.stderr
+
+
+BAD_PROGRESS_ARGS = [
+    ["99999999999999999999999", "--total", "999999999999999999999999"], ["5", "--total", "3"],
+    ["1", "--rate", "nan"], ["1", "--rate", "inf"], ["1", "--rate=-1"], ["\uff11\uff12"],
+    ["\u0663", "--total", "9"], ["1", "--total", "\u0669"], ["1", "--rate", "\u0661.\u0665"],
+]
+
+
+def test_bad_progress_values_change_nothing_on_the_cluster(jobs: Jobs, tmp_path: Path) -> None:
+    proc = jobs.run([RLSBATCH, "--hold", "--rl-steps", "100", "--comment", "mine", "-J",
+                     jobs.name, "--wrap", "true"])
+    job = jobs.job_id(proc)
+    before = comment_of(job)
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    for args in BAD_PROGRESS_ARGS:
+        run = subprocess.run([SLURM_RL, "progress", *args, "--job", job, "--force"], env=env,
+                             capture_output=True, text=True, check=False)
+        assert run.returncode == 2, (args, run.stderr)
+        errors = [ln for ln in run.stderr.splitlines() if ln.startswith("Error: ")]
+        assert len(errors) == 1 and "Invalid value for" in errors[0], run.stderr
+        assert "Traceback" not in run.stderr
+    api = subprocess.run([sys.executable, "-c", f"""
+import math
+from slurm_rl.progress import report_progress as r
+print(r(10**30, 10**31, job_id="{job}", force=True), r(5, 3, job_id="{job}", force=True),
+      r(1, 9, math.nan, job_id="{job}", force=True), r(1, 9, math.inf, job_id="{job}"))
+"""], env=env, capture_output=True, text=True, check=False)
+    assert api.returncode == 0, api.stderr
+    assert api.stdout.split() == ["False"] * 4
+    assert api.stderr.count("slurm-rl progress: ") == 1  # the first refusal only
+    assert comment_of(job) == before
+    assert decode_comment(before).intent == Intent(total_steps=100)

@@ -117,6 +117,20 @@ def test_errors(tmp_path: Path) -> None:
     job = OneJob(compose_comment("x" * 940, INTENT))
     rep = reporter(job, Clock(1.0), tmp_path)
     with pytest.raises(ProgressError, match="job 42: --comment plus the slurm-rl intent"):
-        rep.report(10 ** 18, 10 ** 18 + 1, rate=123456.789)
+        rep.report(10 ** 15, 10 ** 15 + 1, rate=123456.789)
     with pytest.raises(ValueError):
         rep.report(-1)
+    with pytest.raises(ValueError, match=r"steps_done \(11\) is above steps_total \(10\)"):
+        rep.report(11, 10)
+    assert job.updates == 0
+
+
+def test_a_measured_rate_out_of_bounds_is_dropped(tmp_path: Path) -> None:
+    job = OneJob("")
+    clock = Clock(1000.0)
+    rep = reporter(job, clock, tmp_path, interval=0.0)
+    assert rep.report(0)
+    clock.t = 1000.0 + 1e-9  # another process, a clock a hair later
+    assert rep.report(2 ** 52)
+    assert decode_comment(job.comment).progress == Progress(steps_done=2 ** 52,
+                                                            updated_at=1000.0)

@@ -50,8 +50,9 @@ CASES = {
                             "/no/such/dir/job.sh: can't read the job script: No such file"),
     "script-is-a-directory": _case(None, ["/tmp"],
                                    "/tmp: can't read the job script: Is a directory"),
-    "intent-too-long": _case(GOOD, ["--rl-steps", "9" * 150],
-                             "intent too long for the job comment (158 bytes, at most 130)"),
+    "steps-too-large": _case(GOOD, ["--rl-steps", "9" * 150],
+                             "--rl-steps: '9999999999999999999999999999999999999...' is too "
+                             "large (at most 9007199254740991)"),
     "comment-too-long": _case(GOOD, ["--comment", "x" * 950],
                               "--comment plus the slurm-rl intent is 1027 bytes"),
     "sbatch-line-unknown-option": _case(

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from slurm_rl.core import Intent, ServiceClass
+from slurm_rl.core import Intent, Progress, ServiceClass
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.intent import (
     PROGRESS_RESERVE_BYTES,
@@ -14,6 +14,7 @@ from slurm_rl.submit.intent import (
     compose_comment,
     decode_comment,
     encode_intent,
+    encode_progress,
 )
 from slurm_rl.submit.rlflags import build_intent, parse_deadline, parse_gpu_range
 from slurm_rl.submit.tags import (
@@ -130,7 +131,16 @@ def test_build_intent_round_trips_through_the_comment() -> None:
 
 
 def test_submission_keeps_room_for_progress() -> None:
-    long_tag = encode_intent_values(total_steps=10 ** 150)
+    # The longest intent within the bounds fits, with room for the longest progress tag.
+    longest = encode_intent_values(
+        deadline=4_102_444_800, hard=True, service_class="besteffort", gpus_min=4096,
+        gpus_max=4096, elastic=True, total_steps=2 ** 53 - 1, model="m" * 40,
+        batch_size=2 ** 53 - 1)
+    progress = encode_progress(Progress(steps_done=2 ** 53 - 1, steps_total=2 ** 53 - 1,
+                                        rate=9.007e15, updated_at=4_102_444_800.0))
+    assert len(progress) <= PROGRESS_RESERVE_BYTES
+    join_comment("", longest, reserve_bytes=PROGRESS_RESERVE_BYTES)
+    long_tag = "{rl1:m=" + "x" * 140 + "}"  # not a valid intent; only its length matters here
     assert len(long_tag) + PROGRESS_RESERVE_BYTES > MAX_PART_BYTES >= len(long_tag)
     join_comment("", long_tag)  # fits on its own ...
     with pytest.raises(CommentError, match="intent too long"):

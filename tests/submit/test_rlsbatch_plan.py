@@ -98,7 +98,7 @@ def test_heterogeneous_jobs_are_handed_over_or_refused(script: Path, tmp_path: P
 @pytest.mark.parametrize(
     ("args", "message"),
     [(["/no/such/job.sh"], "/no/such/job.sh: can't read the job script: No such file"),
-     (["--rl-steps", "1" * 150, "S"], "intent too long for the job comment"),
+     (["--rl-steps", "1" * 150, "S"], "--rl-steps: .* is too large \\(at most 9007199254740991\\)"),
      (["--comment", "x" * 950, "S"], "--comment plus the slurm-rl intent is"),
      (["--rl-elastic", "--no-requeue", "S"], "--rl-elastic: .* was given --no-requeue"),
      (["--rl-gpus", "1-2", "--gpus-per-task=1", "S"], "can't be combined with --gpus-per-task")],
