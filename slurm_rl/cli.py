@@ -8,6 +8,7 @@ import click
 
 # name -> "module:attribute" of a click command; imported only when that command runs.
 _COMMANDS: dict[str, str] = {
+    "admin": "slurm_rl.trust_lua:admin",
     "db": "slurm_rl.db.cli:db",
     "daemon": "slurm_rl.daemon.cli:daemon",
     "agent": "slurm_rl.agent:agent",
