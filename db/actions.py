@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.core import Decision, JobId
 
+from .bounds import storable_count, storable_int, storable_text
 from .kinds import ActionKind, ActionStatus, EntryKind
 from .models import Action, ActionJob, DecisionEntry, DecisionRow
 
@@ -86,21 +87,23 @@ def record_decision(
     decision_id = session.execute(
         insert(_decisions).returning(_decisions.c.id),
         {"cycle_id": cycle_id, "at": at, "policy": decision.policy, "dry_run": dry_run,
-         "notes": list(decision.notes)},
+         "notes": [storable_text(n) for n in decision.notes]},
     ).scalar_one()
+    # A policy's numbers derive from users' intents: bounded like them (NULL if unstorable).
     entries = [
         {"decision_id": decision_id, "job_id": o.job_id, "kind": EntryKind.ORDER,
-         "rank": o.rank, "gpus": o.gpus, "reason": o.reason}
+         "rank": storable_int(o.rank), "gpus": storable_count(o.gpus),
+         "reason": storable_text(o.reason)}
         for o in decision.order
     ]
     entries += [
         {"decision_id": decision_id, "job_id": r.job_id, "kind": EntryKind.RESIZE,
-         "rank": None, "gpus": r.gpus, "reason": r.reason}
+         "rank": None, "gpus": storable_count(r.gpus), "reason": storable_text(r.reason)}
         for r in decision.resizes
     ]
     entries += [
         {"decision_id": decision_id, "job_id": p.job_id, "kind": EntryKind.PREEMPT,
-         "rank": None, "gpus": None, "reason": p.reason}
+         "rank": None, "gpus": None, "reason": storable_text(p.reason)}
         for p in decision.preemptions
     ]
     if entries:
@@ -118,7 +121,8 @@ def plan_actions(session: Session, specs: Sequence[ActionSpec], *, at: float) ->
         return []
     rows = [
         {"cycle_id": s.cycle_id, "decision_id": s.decision_id, "kind": s.kind,
-         "argv": list(s.argv), "status": ActionStatus.PLANNED, "started_at": at}
+         "argv": [storable_text(x, None) for x in s.argv], "status": ActionStatus.PLANNED,
+         "started_at": at}
         for s in specs
     ]
     stmt = insert(_actions).returning(_actions.c.id, sort_by_parameter_order=True)
@@ -166,7 +170,8 @@ def finish_actions(session: Session, outcomes: Sequence[ActionOutcome], *, at: f
         if status is ActionStatus.PLANNED:
             raise ActionLogError(f"action {o.action_id}: an outcome can not be PLANNED")
         rows.append({"b_id": o.action_id, "status": status, "finished_at": at,
-                     "exit_code": o.exit_code, "output": o.output[-MAX_OUTPUT_CHARS:]})
+                     "exit_code": storable_int(o.exit_code),
+                     "output": storable_text(o.output[-MAX_OUTPUT_CHARS:], MAX_OUTPUT_CHARS)})
     stmt = update(_actions).where(_actions.c.id == bindparam("b_id"))
     session.connection().execute(stmt, rows)
     session.commit()

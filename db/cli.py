@@ -38,10 +38,12 @@ def _resolve(db_path: Path | None, config_file: Path | None) -> Path:
         raise click.ClickException(str(exc)) from None
 
 
-def _first_line(exc: BaseException) -> str:
-    # SQLAlchemy appends "(Background on this error at: ...)" on a line of its own.
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
+EXIT_LOCKED = 3
+"""A daemon (or another `db upgrade`) holds the database."""
+
+
+class _Locked(click.ClickException):
+    exit_code = EXIT_LOCKED
 
 
 @click.group("db")
@@ -51,24 +53,43 @@ def db() -> None:
 
 @db.command("upgrade")
 @_db_options
+@click.option("--debug", is_flag=True, help="Show the traceback if the upgrade fails.")
 @click.argument("revision", default="head")
-def upgrade_command(db_path: Path | None, config_file: Path | None, revision: str) -> None:
-    """Create the database, or migrate it to REVISION (default: the newest)."""
+def upgrade_command(db_path: Path | None, config_file: Path | None, revision: str,
+                    debug: bool) -> None:
+    """Create the database, or migrate it to REVISION (default: the newest).
+
+    The folder must exist (it is never created). A file that is not slurm-rl's, or whose schema
+    is newer than this slurm-rl, is refused untouched; so is a database a daemon holds.
+    """
     from .engine import make_engine
+    from .guard import DatabaseError, describe_error, inspect_file
+    from .lock import DatabaseLock, LockHeld
     from .migrate import upgrade
 
     path = _resolve(db_path, config_file)
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise click.ClickException(f"can not create {path.parent}: {exc.strerror}") from None
-    engine = make_engine(path)
-    try:
-        before, after = upgrade(engine, revision)
-    except Exception as exc:  # one line for the admin, whatever went wrong
-        raise click.ClickException(f"{path}: upgrade failed: {_first_line(exc)}") from None
-    finally:
-        engine.dispose()
+        inspect_file(path, write=True)
+        lock = DatabaseLock.acquire(path, purpose="db upgrade")
+    except LockHeld as exc:
+        raise _Locked(f"{exc}: stop it before migrating") from None
+    except DatabaseError as exc:
+        raise click.ClickException(str(exc)) from None
+    with lock:
+        try:
+            inspect_file(path, write=True)
+        except DatabaseError as exc:
+            raise click.ClickException(str(exc)) from None
+        engine = make_engine(path)
+        try:
+            before, after = upgrade(engine, revision)
+        except Exception as exc:  # one line for the admin, whatever went wrong
+            if debug:
+                raise
+            raise click.ClickException(
+                f"upgrade failed: {describe_error(path, exc)}") from None
+        finally:
+            engine.dispose()
     if before == after:
         click.echo(f"{path}: already at revision {after}")
     else:
@@ -79,19 +100,17 @@ def upgrade_command(db_path: Path | None, config_file: Path | None, revision: st
 @_db_options
 def current_command(db_path: Path | None, config_file: Path | None) -> None:
     """Print the database's revision (and whether it is the newest)."""
-    from .engine import make_engine
-    from .migrate import current_revision, head_revision
+    from .guard import DatabaseError, FileKind, inspect_file
+    from .migrate import head_revision
 
     path = _resolve(db_path, config_file)
-    if not path.is_file():
-        raise click.ClickException(f"no database at {path} (create it: slurm-rl db upgrade)")
-    engine = make_engine(path)
     try:
-        revision = current_revision(engine)
-    except Exception as exc:
-        raise click.ClickException(f"{path}: {_first_line(exc)}") from None
-    finally:
-        engine.dispose()
+        status = inspect_file(path, write=False)
+    except DatabaseError as exc:
+        raise click.ClickException(str(exc)) from None
+    if status.kind is FileKind.MISSING:
+        raise click.ClickException(f"no database at {path} (create it: slurm-rl db upgrade)")
+    revision = status.revision
     head = head_revision()
     if revision == head:
         click.echo(f"{revision} (head)")

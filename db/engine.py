@@ -19,6 +19,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 BUSY_TIMEOUT_MS = 10_000
 """How long a connection waits for another one's write lock before failing."""
+JOURNAL_SIZE_LIMIT = 16 * 1024 * 1024
+"""Bytes of WAL file kept after a checkpoint."""
 
 
 def make_engine(
@@ -39,6 +41,9 @@ def make_engine(
             # FULL: a commit survives a power cut too. An action written as planned must be on
             # disk before its command runs; the daemon commits only a few times per cycle.
             cursor.execute("PRAGMA synchronous = FULL")
+            # The WAL file is reused after each checkpoint but never shrinks on its own: cut
+            # it back to this size then, so one big cycle does not leave it large for good.
+            cursor.execute(f"PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT}")
         finally:
             cursor.close()
 

@@ -17,6 +17,14 @@ class EventKind(enum.Enum):
     INTENT_CHANGED = "intent_changed"
     """The intent in the job's comment differs from the one last seen. The recorded (first)
     intent is kept; the daemon never silently upgrades a job to an edited intent."""
+    CLASS_DENIED = "class_denied"
+    """The job claimed a service class the site did not grant it (old: claimed, new: used)."""
+    INTENT_LATE = "intent_late"
+    """An intent appeared on (or changed in) the job's comment after submission."""
+    GPU_LIMITED = "gpu_limited"
+    """The job's GPU range exceeds what Slurm would let the user ask for: capped or ignored."""
+    DEADLINE_DROPPED = "deadline_dropped"
+    """The claimed deadline lies beyond the site's horizon ([trust] deadline_horizon_s)."""
 
 
 class EntryKind(enum.Enum):

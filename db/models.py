@@ -3,7 +3,8 @@
 Times are epoch seconds as floats (REAL), like the core types. Job ids are Slurm's own ids as
 text ("1234", "1234_5"); the database holds one cluster, and Slurm does not reuse an id before it
 wraps at MaxJobId (67 million by default). Enums are stored as their lower-case values in
-plain string columns (see `kinds.py`). The first Alembic migration creates exactly this schema;
+plain string columns (see `kinds.py`). The Alembic migrations create exactly this schema
+(0001: the tables; 0002: the daemon holder, quarantined records and retention indexes);
 `tests/db` checks that the two agree.
 """
 
@@ -96,6 +97,7 @@ class Job(Base):
     __table_args__ = (
         Index(None, "state"),
         Index(None, "user", "submit_time"),
+        Index(None, "state_changed_at"),  # retention: finished jobs, oldest first
     )
 
 
@@ -111,7 +113,7 @@ class JobEvent(Base):
     old: Mapped[str | None]
     new: Mapped[str | None]
 
-    __table_args__ = (Index(None, "job_id", "at"),)
+    __table_args__ = (Index(None, "job_id", "at"), Index(None, "at"))
 
 
 class JobProgress(Base):
@@ -224,6 +226,7 @@ class Action(Base):
         Index(None, "status"),
         Index(None, "cycle_id"),
         Index(None, "decision_id"),
+        Index(None, "finished_at"),  # retention
     )
 
 
@@ -240,3 +243,35 @@ class ActionJob(Base):
     )
 
     __table_args__ = (Index(None, "job_id"),)
+
+
+class DaemonHolder(Base):
+    """The daemon that holds the database (one row, id 1): informational, for the message a
+    second daemon prints. The lock itself is an `flock` on `<db>.lock` (slurm_rl.daemon.lock)."""
+
+    __tablename__ = "daemon_holder"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    pid: Mapped[int]
+    host: Mapped[str]
+    started_at: Mapped[float]
+    version: Mapped[str]
+
+
+class QuarantinedRecord(Base):
+    """A record from Slurm the daemon could not parse: left alone, counted, kept for the admin.
+
+    Keyed by (job_id, reason); `job_id` is no foreign key (the job may never have been stored).
+    """
+
+    __tablename__ = "quarantined_records"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    job_id: Mapped[str | None]
+    first_seen: Mapped[float]
+    last_seen: Mapped[float]
+    count: Mapped[int]
+    reason: Mapped[str]
+    excerpt: Mapped[str]
+
+    __table_args__ = (Index(None, "job_id", "reason"), Index(None, "last_seen"))

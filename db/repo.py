@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -24,8 +24,16 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.core import Intent, JobId, JobState, JobView, NodeView, ServiceClass
 
+from .bounds import (
+    bounded_job,
+    bounded_progress,
+    storable_count,
+    storable_real,
+    storable_text,
+    storable_time,
+)
 from .kinds import EventKind
-from .models import GpuSampleRow, Job, JobEvent, JobProgress, Node
+from .models import GpuSampleRow, Job, JobEvent, JobProgress, Node, QuarantinedRecord
 
 CHUNK = 5000
 """Ids per `IN (...)` query; SQLite allows 32,766 bound parameters."""
@@ -35,6 +43,7 @@ _events = cast(Table, JobEvent.__table__)
 _progress = cast(Table, JobProgress.__table__)
 _nodes = cast(Table, Node.__table__)
 _samples = cast(Table, GpuSampleRow.__table__)
+_quarantine = cast(Table, QuarantinedRecord.__table__)
 
 # Columns compared with the snapshot to decide whether a job's row changed, in this order.
 _TRACKED = (
@@ -68,9 +77,13 @@ class UpsertResult:
     written: int = 0
     """Job rows inserted or updated."""
     progress_written: int = 0
-    intent_overrides: Mapping[JobId, Intent] = field(default_factory=dict)
-    """The recorded (first-seen) intent of every job whose comment now says something else.
-    The daemon must decide with these, never with the edited intent."""
+    intent_overrides: Mapping[JobId, Intent | None] = field(default_factory=dict)
+    """The recorded (first-seen) intent of every job whose comment now says something else
+    (None: the job was first seen without one, and one was added later). The daemon must
+    decide with these, never with the edited or late intent."""
+    dropped: tuple[tuple[JobId, str], ...] = ()
+    """(job, field) of every value that could not be stored (out of SQLite's range, not finite,
+    a time past year 9999): NULLed, or 0 in a NOT NULL column. The rest of the row is stored."""
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -126,7 +139,10 @@ def _recorded_intents(session: Session, ids: Sequence[str]) -> dict[str, Intent]
     for chunk in _chunks(ids):
         query = select(_jobs.c.job_id, *cols).where(_jobs.c.job_id.in_(chunk))
         for row in session.execute(query):
-            found[row[0]] = _intent_from(row[1:])
+            try:
+                found[row[0]] = _intent_from(row[1:])
+            except ValueError:
+                continue  # a row out of today's bounds (older release): no believed intent
     return found
 
 
@@ -175,8 +191,12 @@ def upsert_jobs(
     seen for a job is recorded in its intent columns and kept; a later, different intent in the
     comment gets an INTENT_CHANGED event (once per edit) and shows up in `intent_overrides`.
     `user_comments` (job id → the user's part of the comment) is stored when given; jobs missing
-    from it keep their stored comment.
+    from it keep their stored comment. Values the database can not hold are dropped for that
+    job only (see `UpsertResult.dropped`); the intents compared and recorded are the bounded ones.
     """
+    jobs, dropped = _bounded_jobs(jobs)
+    if user_comments is not None:
+        user_comments = {k: storable_text(v) for k, v in user_comments.items()}
     ids = [j.id for j in jobs]
     if len(set(ids)) != len(ids):
         raise ValueError("upsert_jobs: the snapshot lists a job id twice")
@@ -203,7 +223,7 @@ def upsert_jobs(
     new: list[JobId] = []
     changes: list[StateChange] = []
     intent_changes: list[JobId] = []
-    overrides: dict[JobId, Intent] = {}
+    overrides: dict[JobId, Intent | None] = {}
     for job, tracked in zip(jobs, snapshot, strict=True):
         old = stored.get(job.id)
         last = tracked[_INTENT_LAST]
@@ -221,7 +241,7 @@ def upsert_jobs(
         state_changed_at, seen_at, edited = old[n], old[n + 1], old[n + 2]
         if old[:n] == tracked:
             if edited:
-                overrides[job.id] = recorded_intents[job.id]
+                overrides[job.id] = recorded_intents.get(job.id)
             continue
         if old[_STATE] != job.state:
             changes.append(StateChange(job_id=job.id, old=old[_STATE], new=job.state))
@@ -233,11 +253,16 @@ def upsert_jobs(
             events.append({"job_id": job.id, "at": now, "kind": EventKind.INTENT_CHANGED,
                            "old": old[_INTENT_LAST], "new": last})
         if seen_at is None:
-            recorded, seen_at = job.intent, (now if job.intent is not None else None)
+            # First seen without an intent: one that shows up later is not believed
+            # (docs/security.md, "one rule"); the job stays as it was first seen.
+            recorded = None
+            if job.intent is not None and old[_INTENT_LAST] != last:
+                events.append({"job_id": job.id, "at": now, "kind": EventKind.INTENT_LATE,
+                               "old": old[_INTENT_LAST], "new": last})
         else:
-            recorded = recorded_intents[job.id]
-        edited = recorded is not None and job.intent != recorded
-        if edited and recorded is not None:
+            recorded = recorded_intents.get(job.id)
+        edited = job.intent != recorded
+        if edited:
             overrides[job.id] = recorded
         rows.append({
             "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
@@ -249,14 +274,26 @@ def upsert_jobs(
         session.execute(_upsert_jobs_stmt(), rows)
     if events:
         session.execute(_events.insert(), events)
-    progress_written = _upsert_progress(session, jobs, now=now)
+    progress_written = _upsert_progress(session, jobs, now=now, dropped=dropped)
     return UpsertResult(
         new=tuple(new), state_changes=tuple(changes), intent_changes=tuple(intent_changes),
         written=len(rows), progress_written=progress_written, intent_overrides=overrides,
+        dropped=tuple(dropped),
     )
 
 
-def _upsert_progress(session: Session, jobs: Sequence[JobView], *, now: float) -> int:
+def _bounded_jobs(jobs: Sequence[JobView]) -> tuple[list[JobView], list[tuple[JobId, str]]]:
+    out: list[JobView] = []
+    dropped: list[tuple[JobId, str]] = []
+    for job in jobs:
+        safe, fields = bounded_job(job)
+        out.append(safe)
+        dropped.extend((job.id, f) for f in fields)
+    return out, dropped
+
+
+def _upsert_progress(session: Session, jobs: Sequence[JobView], *, now: float,
+                     dropped: list[tuple[JobId, str]]) -> int:
     reporting = [j for j in jobs if j.progress is not None]
     if not reporting:
         return 0
@@ -269,13 +306,15 @@ def _upsert_progress(session: Session, jobs: Sequence[JobView], *, now: float) -
             stored[row[0]] = tuple(row[1:])
     rows = []
     for job in reporting:
-        p = job.progress
-        assert p is not None
-        values = (p.steps_done, p.steps_total, p.rate, p.updated_at)
+        assert job.progress is not None
+        bounded, fields = bounded_progress(job.progress)
+        dropped.extend((job.id, f"progress.{f}") for f in fields)
+        if bounded is None:
+            continue
+        values = (bounded["steps_done"], bounded["steps_total"], bounded["rate"],
+                  bounded["reported_at"])
         if stored.get(job.id) != values:
-            rows.append({"job_id": job.id, "steps_done": p.steps_done,
-                         "steps_total": p.steps_total, "rate": p.rate,
-                         "reported_at": p.updated_at, "recorded_at": now})
+            rows.append({"job_id": job.id, **bounded, "recorded_at": now})
     if rows:
         stmt = insert(_progress)
         stmt = stmt.on_conflict_do_update(
@@ -309,18 +348,24 @@ def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: flo
     node_rows: list[dict[str, Any]] = []
     sample_rows: list[dict[str, Any]] = []
     for node in nodes:
-        fresh = node.sampled_at is not None and node.sampled_at != last.get(node.name)
+        # The Extra field is written by an agent on the node: bounded like a user's values.
+        sampled_at = storable_time(node.sampled_at)
+        fresh = sampled_at is not None and sampled_at != last.get(node.name)
         node_rows.append({
-            "name": node.name, "state": node.state, "gpus_total": node.gpus_total,
-            "gpus_alloc": node.gpus_alloc, "first_seen_at": now, "last_seen_at": now,
-            "last_sample_at": node.sampled_at if fresh else last.get(node.name),
+            "name": storable_text(node.name, 1024), "state": node.state,
+            "gpus_total": storable_count(node.gpus_total) or 0,
+            "gpus_alloc": storable_count(node.gpus_alloc) or 0, "first_seen_at": now,
+            "last_seen_at": now,
+            "last_sample_at": sampled_at if fresh else last.get(node.name),
         })
         if fresh:
             sample_rows.extend(
-                {"node": node.name, "at": node.sampled_at, "gpu_index": s.index,
-                 "util_pct": s.util_pct, "mem_used_mib": s.mem_used_mib,
-                 "mem_total_mib": s.mem_total_mib, "power_w": s.power_w, "temp_c": s.temp_c}
-                for s in node.samples
+                {"node": node_rows[-1]["name"], "at": sampled_at, "gpu_index": s.index,
+                 "util_pct": storable_real(s.util_pct),
+                 "mem_used_mib": storable_real(s.mem_used_mib),
+                 "mem_total_mib": storable_real(s.mem_total_mib),
+                 "power_w": storable_real(s.power_w), "temp_c": storable_real(s.temp_c)}
+                for s in node.samples if storable_count(s.index) is not None
             )
     stmt = insert(_nodes)
     stmt = stmt.on_conflict_do_update(
@@ -338,9 +383,50 @@ def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: flo
 
 
 def prune_samples(session: Session, *, before: float) -> int:
-    """Delete GPU samples taken before `before`; returns how many."""
+    """Delete GPU samples taken before `before`; returns how many (all at once: the daemon's
+    retention uses `slurm_rl.db.retention.prune`, in batches)."""
     result = session.execute(delete(_samples).where(_samples.c.at < before))
     return int(getattr(result, "rowcount", 0) or 0)
+
+
+EXCERPT_CHARS = 300
+"""Characters of a quarantined record kept (its start, where the job id and the damage are)."""
+
+
+def record_quarantined(
+    session: Session, items: Iterable[tuple[str | None, str, str]], now: float
+) -> int:
+    """Record records the poll could not parse: (job id or None, reason, excerpt) each.
+
+    A (job id, reason) seen before is bumped (count, last_seen, newest excerpt); a new one is
+    inserted. Writes in the caller's transaction; returns how many were first seen now.
+    """
+    merged: dict[tuple[str | None, str], str] = {}
+    counts: dict[tuple[str | None, str], int] = {}
+    for job_id, reason, excerpt in items:
+        key = (None if job_id is None else storable_text(job_id, 64), storable_text(reason, 300))
+        merged[key] = storable_text(excerpt, EXCERPT_CHARS)
+        counts[key] = counts.get(key, 0) + 1
+    if not merged:
+        return 0
+    inserted = 0
+    for (job_id, reason), excerpt in merged.items():
+        match = _quarantine.c.job_id.is_(None) if job_id is None \
+            else _quarantine.c.job_id == job_id
+        row_id = session.execute(
+            select(_quarantine.c.id).where(match, _quarantine.c.reason == reason).limit(1)
+        ).scalar()
+        if row_id is None:
+            session.execute(_quarantine.insert(), {
+                "job_id": job_id, "reason": reason, "excerpt": excerpt, "first_seen": now,
+                "last_seen": now, "count": counts[(job_id, reason)]})
+            inserted += 1
+        else:
+            session.execute(
+                _quarantine.update().where(_quarantine.c.id == row_id).values(
+                    count=_quarantine.c.count + counts[(job_id, reason)], last_seen=now,
+                    excerpt=excerpt))
+    return inserted
 
 
 def count_rows(session: Session, model: type[Any]) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import os
 import signal
 import sys
@@ -15,12 +16,15 @@ from typing import TYPE_CHECKING
 import click
 
 from slurm_rl.config import Actuation, Config, ConfigError, Scope, load_config
+from slurm_rl.daemon.trust import Grants
 from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
 from slurm_rl.slurm.parse import SqueueRecord
 
 if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.orm import Session, sessionmaker
+
+    from slurm_rl.db.lock import DatabaseLock
 
 log = logging.getLogger("slurm_rl.daemon")
 
@@ -59,28 +63,103 @@ def scope_rule(config: Config, name_prefix: str | None = None) -> ScopeRule:
     return rule
 
 
-def open_database(path: Path) -> tuple[Engine, sessionmaker[Session]]:
-    """An engine and session factory for `path`; creates the database if it is empty, and
-    refuses one at an older revision (migrating is the admin's `slurm-rl db upgrade`)."""
-    from slurm_rl.db.engine import make_engine, make_session_factory
-    from slurm_rl.db.migrate import current_revision, head_revision, upgrade
+EXIT_DATABASE = 1
+"""The database can not be used (missing folder, not SQLite, not ours, newer, read-only, full)."""
+EXIT_LOCKED = 3
+"""Another daemon holds the database (a unit may list it in RestartPreventExitStatus)."""
 
-    path.parent.mkdir(parents=True, exist_ok=True)
-    engine = make_engine(path)
-    revision = current_revision(engine)
-    if revision is None:
-        upgrade(engine)
-        log.info("created database %s", path)
-    elif revision != head_revision():
-        raise click.ClickException(
-            f"{path} is at revision {revision}, not {head_revision()}: run slurm-rl db upgrade")
-    return engine, make_session_factory(engine)
+
+class DatabaseUnusable(click.ClickException):
+    """One line for the admin; exit code EXIT_DATABASE."""
+
+    exit_code = EXIT_DATABASE
+
+
+class DatabaseLocked(DatabaseUnusable):
+    """Another daemon holds the database; exit code EXIT_LOCKED."""
+
+    exit_code = EXIT_LOCKED
+
+
+def open_database(path: Path, *, debug: bool = False
+                  ) -> tuple[Engine, sessionmaker[Session], DatabaseLock]:
+    """Lock the database for this daemon, create it if it is empty, and record the holder.
+
+    Refuses (DatabaseUnusable, one line; with `debug` the original exception propagates): a
+    missing folder (never created), a file that is not SQLite or not slurm-rl's (never
+    migrated), a newer schema, an older one (migrating is the admin's `slurm-rl db upgrade`),
+    a read-only or full disk, and a database another daemon holds (exit EXIT_LOCKED).
+    """
+    from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
+    from slurm_rl.db.lock import DatabaseLock, LockHeld, record_holder
+
+    try:
+        inspect_file(path, write=True)  # before the lock file is created beside it
+        lock = DatabaseLock.acquire(path)
+    except LockHeld as exc:
+        raise DatabaseLocked(str(exc)) from None
+    except DatabaseError as exc:
+        raise DatabaseUnusable(str(exc)) from None
+    try:
+        from slurm_rl.db.engine import make_engine, make_session_factory
+        from slurm_rl.db.migrate import head_revision, upgrade
+
+        status = inspect_file(path, write=True)  # again: another process may have made it
+        engine = make_engine(path)
+        try:
+            if status.kind in (FileKind.MISSING, FileKind.EMPTY):
+                upgrade(engine)
+                log.info("created database %s", path)
+            elif status.revision != head_revision():
+                raise DatabaseError(f"{path} is at revision {status.revision}, not "
+                                    f"{head_revision()}: run slurm-rl db upgrade")
+            sessions = make_session_factory(engine)
+            with sessions() as session:
+                record_holder(session, lock.holder)
+        except BaseException:
+            engine.dispose()
+            raise
+    except DatabaseError as exc:
+        lock.release()
+        raise DatabaseUnusable(str(exc)) from None
+    except Exception as exc:  # SQLite or the OS: full disk, read-only file, I/O error
+        lock.release()
+        if debug:
+            raise
+        raise DatabaseUnusable(describe_error(path, exc)) from None
+    except BaseException:
+        lock.release()
+        raise
+    return engine, sessions, lock
+
+
+def close_database(engine: Engine, sessions: sessionmaker[Session], lock: DatabaseLock
+                   ) -> None:
+    """Remove this daemon's holder row (best effort) and release the lock."""
+    from slurm_rl.db.lock import clear_holder
+
+    try:
+        with sessions() as session:
+            clear_holder(session, lock.holder)
+    except Exception as exc:  # a full or read-only disk at exit: the lock still goes
+        log.warning("could not clear the holder row: %s", str(exc).splitlines()[0])
+    finally:
+        engine.dispose()
+        lock.release()
+
+
+def _positive_seconds(_ctx: click.Context, param: click.Parameter, value: float | None
+                      ) -> float | None:
+    # The same rule as [daemon] interval_s in the config file.
+    if value is not None and not (value > 0 and math.isfinite(value)):
+        raise click.BadParameter(f"must be > 0 and finite (got {value})", param=param)
+    return value
 
 
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
-@click.option("--interval", "interval_s", type=float,
-              help="Seconds between cycle starts (default: [daemon] interval_s).")
+@click.option("--interval", "interval_s", type=float, callback=_positive_seconds,
+              help="Seconds between cycle starts, > 0 (default: [daemon] interval_s).")
 @click.option("--policy", help="Policy name (default: [daemon] policy; see slurm-rl policies).")
 @click.option("--dry-run", is_flag=True, default=None,
               help="Shadow mode: decide and record, never change anything in Slurm.")
@@ -94,9 +173,10 @@ def open_database(path: Path) -> tuple[Engine, sessionmaker[Session]]:
               help="Narrow the scope further to jobs whose name starts with PREFIX (pilots, "
                    "tests on a shared cluster).")
 @click.option("-v", "--verbose", is_flag=True)
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors at start.")
 def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bool | None,
            actuation: str | None, config_file: Path | None, db_path: Path | None,
-           only_name_prefix: str | None, verbose: bool) -> None:
+           only_name_prefix: str | None, verbose: bool, debug: bool) -> None:
     """Watch Slurm, decide the order and GPU counts of pending jobs, apply them."""
     from slurm_rl import policies
     from slurm_rl.daemon.actuator import ScontrolExecutor
@@ -122,9 +202,12 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
         dry_run=dc.dry_run if dry_run is None else dry_run,
         actuation=Actuation(actuation) if actuation else dc.actuation,
         failpoint=failpoint,
+        retention_days=config.database.retention_days,
+        prune_batch=config.database.prune_batch,
+        grants=Grants.from_config(config.trust),
     )
     path = db_path or config.database.path
-    engine, sessions = open_database(path)
+    engine, sessions, lock = open_database(path, debug=debug)
     runner = SubprocessRunner()
     the_daemon = Daemon(
         adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),
@@ -150,7 +233,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
                                               max_s=dc.backoff_max_s,
                                               factor=dc.backoff_factor))
     finally:
-        engine.dispose()
+        close_database(engine, sessions, lock)
     sys.exit(code)
 
 
@@ -167,12 +250,20 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
         path = db_path or load_config(config_file).database.path
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    if not path.is_file():
+    from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
+
+    try:
+        status = inspect_file(path, write=False)
+    except DatabaseError as exc:
+        raise click.ClickException(str(exc)) from None
+    if status.kind is not FileKind.OURS:
         raise click.ClickException(f"no database at {path}")
     engine = make_engine(path)
     try:
         with make_session_factory(engine)() as session:
             info = explain_job(session, job_id)
+    except Exception as exc:
+        raise click.ClickException(describe_error(path, exc)) from None
     finally:
         engine.dispose()
     if info.job is None and info.entry is None and not info.actions:

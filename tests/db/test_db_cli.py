@@ -33,6 +33,7 @@ def _no_ambient_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_upgrade_creates_then_reports_current(tmp_path: Path) -> None:
     db = tmp_path / "sub" / "dir" / "x.db"
+    db.parent.mkdir(parents=True)
     runner = CliRunner()
     result = runner.invoke(main, ["db", "upgrade", "--db", str(db)])
     assert result.exit_code == 0, result.output
@@ -47,6 +48,7 @@ def test_upgrade_creates_then_reports_current(tmp_path: Path) -> None:
 def test_the_path_comes_from_the_config_file(tmp_path: Path) -> None:
     cfg = tmp_path / "etc" / "slurm-rl.toml"
     cfg.parent.mkdir()
+    (tmp_path / "state").mkdir()
     cfg.write_text('[database]\npath = "../state/rl.db"\n')
     result = CliRunner().invoke(main, ["db", "upgrade", "--config", str(cfg)])
     assert result.exit_code == 0, result.output
@@ -71,7 +73,8 @@ def test_a_bad_config_is_one_line_naming_the_key(tmp_path: Path) -> None:
     cfg.write_text('[database]\npth = "x.db"\n')
     result = CliRunner().invoke(main, ["db", "upgrade", "--config", str(cfg)])
     assert result.exit_code == 1
-    assert "unknown key 'pth' in [database] (valid keys: path, prune_batch, retention_days)" in result.output
+    assert ("unknown key 'pth' in [database] (valid keys: path, prune_batch, retention_days)"
+            in result.output)
     assert len(result.output.strip().splitlines()) == 1
 
 
@@ -93,6 +96,7 @@ def test_installed_command_works_from_any_directory(tmp_path: Path) -> None:
     elsewhere = tmp_path / "cwd"
     elsewhere.mkdir()
     db = tmp_path / "state" / "x.db"
+    db.parent.mkdir()
     env = {k: v for k, v in os.environ.items() if k != "SLURM_RL_CONFIG"}
     proc = subprocess.run([str(SLURM_RL), "db", "upgrade", "--db", str(db)], cwd=elsewhere,
                           env=env, capture_output=True, text=True, timeout=60)
@@ -114,5 +118,5 @@ def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
     for command in ("upgrade", "current"):
         result = CliRunner().invoke(main, ["db", command, "--db", str(bogus)])
         assert result.exit_code == 1
-        assert "file is not a database" in result.output
+        assert result.output.strip() == f"Error: {bogus}: not an SQLite database"
         assert len(result.output.strip().splitlines()) == 1

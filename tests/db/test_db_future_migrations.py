@@ -1,6 +1,6 @@
 """How later migrations will behave: all or nothing, and table rebuilds that keep the data.
 
-Each test copies the packaged migrations and adds a revision 0002 of its own.
+Each test copies the packaged migrations and adds a revision 9999 of its own after the head.
 """
 
 from __future__ import annotations
@@ -16,11 +16,11 @@ from sqlalchemy import Engine, inspect, text
 from slurm_rl.db import migrate
 from slurm_rl.db.engine import foreign_keys_off
 
-HEADER = '''
+HEADER = f'''
 from alembic import op
 import sqlalchemy as sa
-revision = "0002"
-down_revision = "0001"
+revision = "9999"
+down_revision = "{migrate.head_revision()}"
 branch_labels = None
 depends_on = None
 def downgrade():
@@ -32,7 +32,7 @@ def upgrade_with(engine: Engine, tmp_path: Path, body: str) -> None:
     scripts = tmp_path / "migrations"
     shutil.copytree(migrate.MIGRATIONS_DIR, scripts,
                     ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "0002_test.py").write_text(HEADER + textwrap.dedent(body))
+    (scripts / "versions" / "9999_test.py").write_text(HEADER + textwrap.dedent(body))
     cfg = migrate.alembic_config()
     cfg.set_main_option("script_location", str(scripts))
     with engine.connect() as conn, foreign_keys_off(conn):
@@ -52,7 +52,7 @@ def test_a_failing_migration_leaves_the_database_as_it_was(
         ''')
     assert "scratch" not in inspect(engine).get_table_names()
     assert "rack" not in {c["name"] for c in inspect(engine).get_columns("nodes")}
-    assert migrate.current_revision(engine) == "0001"
+    assert migrate.current_revision(engine) == migrate.head_revision()
 
 
 def test_rebuilding_a_referenced_table_keeps_every_row(engine: Engine, tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_rebuilding_a_referenced_table_keeps_every_row(engine: Engine, tmp_path:
             with op.batch_alter_table("jobs", recreate="always") as batch:
                 batch.add_column(sa.Column("account", sa.String(), nullable=True))
     ''')
-    assert migrate.current_revision(engine) == "0002"
+    assert migrate.current_revision(engine) == "9999"
     with engine.connect() as conn:
         assert conn.execute(text("SELECT count(*) FROM job_events")).scalar() == 1
         assert conn.execute(text("SELECT account FROM jobs")).all() == [(None,)]

@@ -158,21 +158,29 @@ def test_a_removed_intent_is_an_event_and_the_recorded_one_stays(session: Sessio
     assert row is not None and row.deadline == 2_000_000_000.0 and row.intent_last is None
 
 
-def test_an_intent_added_later_is_recorded_once(session: Session) -> None:
+def test_an_intent_added_later_is_not_believed(session: Session) -> None:
+    # docs/security.md, "one rule": a job first seen without an intent stays without one.
     upsert_jobs(session, [job(1)], now=1.0)
     result = upsert_jobs(session, [job(1, intent=INTENT)], now=2.0)
     session.commit()
-    assert result.intent_changes == ("1",) and dict(result.intent_overrides) == {}
+    assert result.intent_changes == ("1",) and dict(result.intent_overrides) == {"1": None}
     row = session.get(Job, "1", populate_existing=True)
-    assert row is not None and row.intent_seen_at == 2.0 and row.model == "bert"
-    assert events(session, "1")[-1] == (EventKind.INTENT_CHANGED, None, intent_json(INTENT))
-    # ...and from then on it is the recorded one.
-    other = dataclasses.replace(INTENT, model="gpt2")
-    result = upsert_jobs(session, [job(1, intent=other)], now=3.0)
+    assert row is not None and row.intent_seen_at is None and row.model is None
+    assert events(session, "1")[-2:] == [
+        (EventKind.INTENT_CHANGED, None, intent_json(INTENT)),
+        (EventKind.INTENT_LATE, None, intent_json(INTENT))]
+    # ...unchanged next cycle: still not believed, no new event.
+    result = upsert_jobs(session, [job(1, intent=INTENT)], now=3.0)
     session.commit()
-    assert result.intent_overrides == {"1": INTENT}
+    assert dict(result.intent_overrides) == {"1": None}
+    assert len(events(session, "1")) == 3
+    # an edit of the late tag is still not believed
+    other = dataclasses.replace(INTENT, model="gpt2")
+    result = upsert_jobs(session, [job(1, intent=other)], now=4.0)
+    session.commit()
+    assert dict(result.intent_overrides) == {"1": None}
     row = session.get(Job, "1", populate_existing=True)
-    assert row is not None and row.model == "bert" and row.intent_seen_at == 2.0
+    assert row is not None and row.model is None and row.intent_seen_at is None
 
 
 def test_user_comments_are_stored_and_kept_when_not_given(session: Session) -> None:
