@@ -18,8 +18,12 @@ from dataclasses import dataclass
 
 from slurm_rl.config import Actuation
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
+from slurm_rl.daemon.limits import PartitionLimits
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
+
+_SAFE_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?")
+"""The only job ids that go into an scontrol line (fed on stdin: one line per command)."""
 
 MAX_IDS_PER_COMMAND = 1000
 """Job ids per `update` line (a line of 1000 ids is ~8 kB; scontrol took 3000 in a test)."""
@@ -150,6 +154,7 @@ def plan_changes(
     known_values: Mapping[JobId, int] | None = None,
     gpus_per_job: frozenset[JobId] = frozenset(),
     max_ids: int = MAX_IDS_PER_COMMAND,
+    limits: Mapping[str, PartitionLimits] | None = None,
 ) -> Plan:
     """The fewest changes that make Slurm reflect `decision`.
 
@@ -159,6 +164,11 @@ def plan_changes(
     touched; everything else in the decision is listed in `skipped` with the reason. Jobs in
     `gpus_per_job` asked for GPUs per job (--gpus): their GPU count is left alone, since
     TresPerNode would add a second, conflicting request.
+
+    `limits`: what each partition lets a user ask for (limits.py). A GPU count is applied only
+    within the job's partition's limits — the daemon acts as operator, which skips the checks
+    slurmctld makes for the owner — else skipped with the reason. Without limits (None) the
+    count is capped by the largest usable node only (pure unit tests of ordering).
     """
     scale = scale or RankScale()
     known = known_values or {}
@@ -187,13 +197,25 @@ def plan_changes(
         else:
             unchanged += 1
         if order.gpus is not None and order.gpus != job.gpus:
-            fields = _gpu_fields(job, order.gpus, node_cap)
-            if job.id in gpus_per_job:
+            cap, over = node_cap, ""
+            if limits is not None:
+                limit = limits.get(job.partition)
+                if limit is None:
+                    over = f"partition {job.partition!r} has no known GPU limits"
+                else:
+                    cap = limit.per_node_cap()
+                    if order.gpus > limit.max_total():
+                        over = (f"{order.gpus} GPUs exceed what partition {job.partition!r} "
+                                f"allows a job ({limit.max_total()})")
+            fields = None if over else _gpu_fields(job, order.gpus, cap)
+            if over:
+                skipped.append(Skip(job_id=job.id, why=over))
+            elif job.id in gpus_per_job:
                 skipped.append(Skip(job_id=job.id, why="GPUs asked per job (--gpus): "
                                     "not resized"))
             elif fields is None:
                 skipped.append(Skip(job_id=job.id, why=f"{order.gpus} GPUs can not be split "
-                                    f"evenly over nodes of {node_cap} GPUs"))
+                                    f"evenly over nodes of {cap} GPUs"))
             else:
                 by_gpus[fields].append(job.id)
     for resize in decision.resizes:
@@ -222,6 +244,8 @@ def _not_actionable(job: JobView | None) -> str:
         return f"{job.state.value.lower()}, not pending"
     if "_[" in job.id:
         return "pending array remainder: Slurm updates it as a whole"
+    if not _SAFE_ID.fullmatch(job.id):
+        return "job id is not a plain Slurm job id: never put on an scontrol line"
     return ""
 
 

@@ -36,8 +36,10 @@ from slurm_rl.daemon.actuator import (
     ScontrolExecutor,
     plan_changes,
 )
+from slurm_rl.daemon.gate import Gate
 from slurm_rl.daemon.poll import Polled, Poller
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
+from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
     ActionOutcome,
     ActionSpec,
@@ -49,6 +51,7 @@ from slurm_rl.db.actions import (
 )
 from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.repo import record_node_samples, upsert_jobs
+from slurm_rl.db.retention import prune
 from slurm_rl.slurm.adapter import SlurmAdapter
 from slurm_rl.slurm.parse import build_snapshot
 from slurm_rl.slurm.runner import SlurmUnavailableError
@@ -116,6 +119,12 @@ class DaemonOptions:
     actuation: Actuation = Actuation.SITE_FACTOR
     scale: RankScale = field(default_factory=RankScale)
     failpoint: str | None = None
+    retention_days: float = 14.0
+    """[database] retention_days: older decisions, samples, events, actions are pruned."""
+    prune_batch: int = 2000
+    """[database] prune_batch: the most rows pruned per table per cycle."""
+    grants: Grants = field(default_factory=Grants)
+    """[trust]: what the site grants (classes, deadline horizon)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -143,7 +152,8 @@ class Daemon:
         self.options = options or DaemonOptions()
         self.clock = clock
         self.poller = Poller(adapter)
-        self._overrides: dict[JobId, Intent] = {}
+        self._overrides: dict[JobId, Intent | None] = {}
+        self.gate = Gate(adapter, self.options.grants)
         self._cycle_id: int | None = None
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
@@ -167,10 +177,10 @@ class Daemon:
             session.commit()
             self.poller.commit(polled)
             self._update_overrides(polled, upserted.intent_overrides)
-            # A job whose intent was edited after submission is decided with the first one.
-            active = [replace(j, intent=self._overrides[j.id]) if j.id in self._overrides else j
-                      for j in polled.jobs if not j.state.is_finished]
-            snapshot = build_snapshot(now, active, polled.nodes)
+            # What the policy may believe: first intents only, as the site allows (gate.py).
+            admitted = self.gate.admit(session, polled, self._overrides, now)
+            session.commit()
+            snapshot = build_snapshot(now, admitted.jobs, polled.nodes)
             reconciled = self._reconcile(session, snapshot, cycle_id)
             if self._known is None or reconciled:
                 self._known = known_site_factors(session)
@@ -179,7 +189,7 @@ class Daemon:
             decision = self.policy.decide(snapshot)
             plan = plan_changes(decision, snapshot, mode=self.options.actuation,
                                 scale=self.options.scale, known_values=self._known,
-                                gpus_per_job=polled.gpus_per_job)
+                                gpus_per_job=polled.gpus_per_job, limits=admitted.limits)
             t3 = time.perf_counter()
             stored = self._record_decision(session, decision, cycle_id, now)
             session.commit()
@@ -205,9 +215,15 @@ class Daemon:
             )
             set_notes(session, stored[0], [*decision.notes, *_plan_notes(plan, report)])
             session.commit()
+
+            pruned = prune(session, now=now, retention_days=self.options.retention_days,
+                           batch=self.options.prune_batch)  # retention; commits
+            if pruned.total:
+                log.debug("%s", pruned.line())
         return report
 
-    def _update_overrides(self, polled: Polled, overrides: Mapping[JobId, Intent]) -> None:
+    def _update_overrides(self, polled: Polled,
+                          overrides: Mapping[JobId, Intent | None]) -> None:
         for job in polled.changed:
             if job.id in overrides:
                 self._overrides[job.id] = overrides[job.id]

@@ -1,0 +1,133 @@
+"""Between the poll and the policy: what the daemon believes of each job, and what it remembers
+of what it refused (docs/security.md).
+
+`Gate.admit` takes the cycle's polled jobs and returns the ones the policy may see:
+- the intent each job carried when first seen (a later edit or a late tag is not believed);
+- the intent as the site allows it (`trust.vet`: class grants, deadline horizon, GPU range
+  within the partition's limits read from Slurm);
+- records the poll could not parse are stored in `quarantined_records` and logged once.
+Findings become job events once per job and kind. One job that fails here is left out of the
+cycle (logged, quarantined), never the cycle itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from sqlalchemy.orm import Session
+
+from slurm_rl.core import Intent, JobId, JobView, NodeView
+from slurm_rl.daemon.limits import (
+    PartitionLimits,
+    build_limits,
+    parse_partitions,
+    parse_qos_gpu_limits,
+)
+from slurm_rl.daemon.poll import Polled, Quarantined
+from slurm_rl.daemon.trust import Finding, Grants, vet
+from slurm_rl.db.models import JobEvent
+from slurm_rl.db.repo import record_quarantined
+from slurm_rl.slurm.adapter import SlurmAdapter
+
+log = logging.getLogger("slurm_rl.daemon")
+
+LIMITS_REFRESH_S = 300.0
+"""How often partition limits are read again (`scontrol show partition`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Admitted:
+    jobs: tuple[JobView, ...]
+    """Active jobs (pending and running) as the policy may see them."""
+    limits: Mapping[str, PartitionLimits] | None
+    findings: int
+    quarantined: int
+
+
+class Gate:
+    def __init__(self, adapter: SlurmAdapter, grants: Grants) -> None:
+        self.adapter = adapter
+        self.grants = grants
+        self._partitions: dict[str, dict[str, str]] | None = None
+        self._qos: dict[str, tuple[int | None, int | None]] = {}
+        self._limits_at = float("-inf")
+        self._reported: set[tuple[JobId, str]] = set()
+
+    def limits(self, nodes: Iterable[NodeView], now: float) -> dict[str, PartitionLimits] | None:
+        """Partition limits, read at most every LIMITS_REFRESH_S; None if never readable."""
+        if now - self._limits_at >= LIMITS_REFRESH_S or self._partitions is None:
+            res = self.adapter.runner.run(["scontrol", "show", "partition", "-o"])
+            if res.ok:
+                self._partitions = parse_partitions(res.stdout)
+                self._limits_at = now
+                if any(p.get("QoS", "N/A") not in ("N/A", "") for p in self._partitions.values()):
+                    q = self.adapter.runner.run(
+                        ["sacctmgr", "-nP", "show", "qos", "format=Name,MaxTRES,MaxTRESPerNode"])
+                    self._qos = parse_qos_gpu_limits(q.stdout) if q.ok else {}
+            elif self._partitions is None:
+                log.warning("can not read partition limits (%s): GPU counts are not changed "
+                            "until they can be read", (res.stderr.strip() or "?")[:200])
+        if self._partitions is None:
+            return None
+        return build_limits(nodes, self._partitions, self._qos)
+
+    def admit(self, session: Session, polled: Polled, overrides: Mapping[JobId, Intent | None],
+              now: float) -> Admitted:
+        n_quarantined = self._quarantine(session, (*polled.quarantined, *polled.bad_nodes), now)
+        limits = self.limits(polled.nodes, now)
+        records = None
+        out: list[JobView] = []
+        findings: list[Finding] = []
+        for job in polled.jobs:
+            if job.state.is_finished:
+                continue
+            if job.id in overrides:
+                first = overrides[job.id]
+                if first is None:
+                    # A tag added after the job was first seen: not believed, the job stays
+                    # as it was (unmanaged in the default scope).
+                    if records is None:
+                        records = {e.record.job_id: e.record for e in polled.entries.values()}
+                    rec = records.get(job.id)
+                    managed = self.adapter.scope(rec, False) if rec is not None else False
+                    job = replace(job, intent=None, managed=managed)
+                else:
+                    job = replace(job, intent=first)
+            try:
+                job, found = vet(job, self.grants, limits)
+            except Exception as exc:  # a bug here must cost one job, not the cycle
+                log.warning("job %s left out of this cycle: %s: %s", job.id,
+                            type(exc).__name__, exc)
+                self._quarantine(session, [Quarantined(
+                    job_id=job.id, reason=f"vetting failed: {type(exc).__name__}: {exc}"[:200],
+                    excerpt="", first_time=True)], now)
+                continue
+            out.append(job)
+            findings.extend(f for f in found if (f.job_id, f.kind.value) not in self._reported)
+        self._record(session, findings, now)
+        live = {j.id for j in polled.jobs}
+        self._reported = {k for k in self._reported if k[0] in live}
+        return Admitted(jobs=tuple(out), limits=limits, findings=len(findings),
+                        quarantined=n_quarantined)
+
+    def _record(self, session: Session, findings: Sequence[Finding], now: float) -> None:
+        if not findings:
+            return
+        session.execute(JobEvent.__table__.insert(), [
+            {"job_id": f.job_id, "at": now, "kind": f.kind, "old": None, "new": f.detail}
+            for f in findings])
+        for f in findings:
+            self._reported.add((f.job_id, f.kind.value))
+            log.info("job %s: %s", f.job_id, f.detail)
+
+    def _quarantine(self, session: Session, items: Sequence[Quarantined], now: float) -> int:
+        if not items:
+            return 0
+        for q in items:
+            if q.first_time:
+                log.warning("quarantined %s: %s (left alone)",
+                            f"job {q.job_id}" if q.job_id else "a record", q.reason)
+        record_quarantined(session, [(q.job_id, q.reason, q.excerpt) for q in items], now)
+        return len(items)
