@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, case, delete, func, select
+from sqlalchemy import Table, case, func, select
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.orm import Session
 
@@ -33,7 +33,7 @@ from .bounds import (
     storable_time,
 )
 from .kinds import EventKind
-from .models import GpuSampleRow, Job, JobEvent, JobProgress, Node, QuarantinedRecord
+from .models import GpuSampleRow, Job, JobEvent, JobProgress, Node
 
 CHUNK = 5000
 """Ids per `IN (...)` query; SQLite allows 32,766 bound parameters."""
@@ -43,7 +43,6 @@ _events = cast(Table, JobEvent.__table__)
 _progress = cast(Table, JobProgress.__table__)
 _nodes = cast(Table, Node.__table__)
 _samples = cast(Table, GpuSampleRow.__table__)
-_quarantine = cast(Table, QuarantinedRecord.__table__)
 
 # Columns compared with the snapshot to decide whether a job's row changed, in this order.
 _TRACKED = (
@@ -380,53 +379,6 @@ def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: flo
         )
         session.execute(ins, sample_rows)
     return len(sample_rows)
-
-
-def prune_samples(session: Session, *, before: float) -> int:
-    """Delete GPU samples taken before `before`; returns how many (all at once: the daemon's
-    retention uses `slurm_rl.db.retention.prune`, in batches)."""
-    result = session.execute(delete(_samples).where(_samples.c.at < before))
-    return int(getattr(result, "rowcount", 0) or 0)
-
-
-EXCERPT_CHARS = 300
-"""Characters of a quarantined record kept (its start, where the job id and the damage are)."""
-
-
-def record_quarantined(
-    session: Session, items: Iterable[tuple[str | None, str, str]], now: float
-) -> int:
-    """Record records the poll could not parse: (job id or None, reason, excerpt) each.
-
-    A (job id, reason) seen before is bumped (count, last_seen, newest excerpt); a new one is
-    inserted. Writes in the caller's transaction; returns how many were first seen now.
-    """
-    merged: dict[tuple[str | None, str], str] = {}
-    counts: dict[tuple[str | None, str], int] = {}
-    for job_id, reason, excerpt in items:
-        key = (None if job_id is None else storable_text(job_id, 64), storable_text(reason, 300))
-        merged[key] = storable_text(excerpt, EXCERPT_CHARS)
-        counts[key] = counts.get(key, 0) + 1
-    if not merged:
-        return 0
-    inserted = 0
-    for (job_id, reason), excerpt in merged.items():
-        match = _quarantine.c.job_id.is_(None) if job_id is None \
-            else _quarantine.c.job_id == job_id
-        row_id = session.execute(
-            select(_quarantine.c.id).where(match, _quarantine.c.reason == reason).limit(1)
-        ).scalar()
-        if row_id is None:
-            session.execute(_quarantine.insert(), {
-                "job_id": job_id, "reason": reason, "excerpt": excerpt, "first_seen": now,
-                "last_seen": now, "count": counts[(job_id, reason)]})
-            inserted += 1
-        else:
-            session.execute(
-                _quarantine.update().where(_quarantine.c.id == row_id).values(
-                    count=_quarantine.c.count + counts[(job_id, reason)], last_seen=now,
-                    excerpt=excerpt))
-    return inserted
 
 
 def count_rows(session: Session, model: type[Any]) -> int:

@@ -169,6 +169,8 @@ def load_config(path: str | Path | None = None) -> Config:
         text = chosen.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{chosen}: can not read config file ({exc.strerror})") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{chosen}: not UTF-8 text (byte {exc.start})") from None
     return parse_config(text, source=chosen)
 
 
@@ -179,6 +181,8 @@ def parse_config(text: str, *, source: Path | None = None) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{prefix}invalid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{prefix}invalid TOML: nested too deeply") from None
     base = source.parent if source is not None else Path.cwd()
     try:
         return _build_config(data, base=base, source=source)

@@ -28,7 +28,7 @@ from slurm_rl.daemon.limits import (
 from slurm_rl.daemon.poll import Polled, Quarantined
 from slurm_rl.daemon.trust import Finding, Grants, vet
 from slurm_rl.db.models import JobEvent
-from slurm_rl.db.repo import record_quarantined
+from slurm_rl.db.quarantine import record_quarantined
 from slurm_rl.slurm.adapter import SlurmAdapter
 
 log = logging.getLogger("slurm_rl.daemon")

@@ -99,7 +99,24 @@ POISON_NUMBERS: Sequence[bytes] = (
     tag("g=\uff11-\uff12"), tag("b=1e400"), tag(f"d={SOON}" + ",c=critical" * 40))
 
 
-def test_poisonous_jobs_do_not_stop_the_next_cycle(jobs: Jobs, config: Path) -> None:
+HOSTILE_EXTRA = ('{"rl":1,"t":1e999,"g":[[0,NaN,1e400,"x",-1,[[[[]]]]]]}', "a\nb\x1fc\x1e",
+                 '{"rl":1,"g":' + "[" * 500 + "]" * 500 + "}", "\u2028" * 100)
+
+
+@pytest.fixture
+def hostile_extra() -> Iterator[None]:
+    """Garbage in node Extra (what a broken or hostile agent could write), cleared after."""
+    for i, text in enumerate(HOSTILE_EXTRA, 1):
+        subprocess.run(["scontrol", "update", f"NodeName=node{i}", f"Extra={text}"], check=True)
+    try:
+        yield
+    finally:
+        for i in range(1, len(HOSTILE_EXTRA) + 1):
+            subprocess.run(["scontrol", "update", f"NodeName=node{i}", "Extra="], check=True)
+
+
+def test_poisonous_jobs_do_not_stop_the_next_cycle(jobs: Jobs, config: Path,
+                                                   hostile_extra: None) -> None:
     poison = [submit(jobs, b"c", c) for c in POISON_COMMENTS]
     poison += [submit(jobs, n, tag(f"d={SOON}")) for n in POISON_NAMES]
     poison += [submit(jobs, b"num", c) for c in POISON_NUMBERS]

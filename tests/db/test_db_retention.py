@@ -30,7 +30,8 @@ from slurm_rl.db.models import (
     JobEvent,
     QuarantinedRecord,
 )
-from slurm_rl.db.repo import record_node_samples, record_quarantined, upsert_jobs
+from slurm_rl.db.quarantine import record_quarantined
+from slurm_rl.db.repo import record_node_samples, upsert_jobs
 from slurm_rl.db.retention import DAY_S, prune
 
 NOW = 2_000_000_000.0
