@@ -76,6 +76,7 @@ class DatabaseLock:
     def acquire(cls, db_path: Path, *, purpose: str = "daemon") -> DatabaseLock:
         """Take the lock or raise LockHeld at once (no waiting) naming the holder; raises
         DatabaseError for a lock file that is not safe to use."""
+        check_database_file(db_path)
         path = lock_path(db_path)
         fd = _open_lock_file(path)
         try:
@@ -121,6 +122,33 @@ class DatabaseLock:
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.release()
+
+
+def check_database_file(db_path: Path) -> None:
+    """The database file itself, before anything opens it (the daemon runs as root and trusts
+    what it recorded): not a symbolic link (a dangling one would make root create a file
+    elsewhere, and a second name would get a second lock file), no second hard link (same),
+    and, if it exists, a regular file owned by this user that nobody else may write."""
+    try:
+        st = os.lstat(db_path)
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise DatabaseError(f"{db_path}: can not look at it ({exc.strerror})") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise DatabaseError(f"{db_path}: is a symbolic link; refusing to use it (give the real "
+                            f"path: {os.path.realpath(db_path)})")
+    if not stat.S_ISREG(st.st_mode):
+        raise DatabaseError(f"{db_path}: not a regular file")
+    if st.st_nlink > 1:
+        raise DatabaseError(f"{db_path}: has {st.st_nlink} hard links; refusing to use it (a "
+                            "second name would escape the one-daemon lock)")
+    if st.st_uid != os.geteuid():
+        raise DatabaseError(f"{db_path}: owned by uid {st.st_uid}, not by this user "
+                            f"(uid {os.geteuid()}); refusing to use it")
+    if stat.S_IMODE(st.st_mode) & 0o022:
+        raise DatabaseError(f"{db_path}: writable by group or others (mode "
+                            f"{stat.S_IMODE(st.st_mode):o}); refusing to use it: chmod go-w")
 
 
 def _open_lock_file(path: Path) -> int:

@@ -61,9 +61,9 @@ class DatabaseConfig:
     """The most rows the daemon deletes per table per cycle."""
 
     def __post_init__(self) -> None:
-        _positive("database.retention_days", self.retention_days)
-        if self.prune_batch < 1:
-            raise ConfigError(f"database.prune_batch: must be >= 1 (got {self.prune_batch})")
+        _positive("database.retention_days", self.retention_days, high=36500.0)
+        if not 1 <= self.prune_batch <= 1_000_000:
+            raise ConfigError(f"database.prune_batch: must be 1..1000000 (got {self.prune_batch})")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,13 +84,13 @@ class DaemonConfig:
     backoff_factor: float = 2.0
 
     def __post_init__(self) -> None:
-        _positive("daemon.interval_s", self.interval_s)
-        _positive("daemon.backoff_initial_s", self.backoff_initial_s)
-        _positive("daemon.backoff_max_s", self.backoff_max_s)
+        _seconds("daemon.interval_s", self.interval_s)
+        _seconds("daemon.backoff_initial_s", self.backoff_initial_s)
+        _seconds("daemon.backoff_max_s", self.backoff_max_s)
         if not self.policy.strip():
             raise ConfigError("daemon.policy: must name a policy")
-        if self.backoff_factor < 1:
-            raise ConfigError(f"daemon.backoff_factor: must be >= 1 (got {self.backoff_factor})")
+        if not 1 <= self.backoff_factor <= 100:
+            raise ConfigError(f"daemon.backoff_factor: must be 1..100 (got {self.backoff_factor})")
         if self.backoff_max_s < self.backoff_initial_s:
             raise ConfigError(
                 f"daemon.backoff_max_s: must be >= backoff_initial_s ({self.backoff_max_s} < "
@@ -132,7 +132,7 @@ class AgentConfig:
     """Seconds between two NVML samples written to the node's Extra field."""
 
     def __post_init__(self) -> None:
-        _positive("agent.interval_s", self.interval_s)
+        _seconds("agent.interval_s", self.interval_s)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,9 +145,20 @@ class Config:
     """The file this was read from (None: defaults only). Not a section."""
 
 
-def _positive(key: str, value: float) -> None:
+def _positive(key: str, value: float, *, low: float = 0.0, high: float = 1e9) -> None:
+    """`value` in (0, high], and at least `low` when a low bound is given."""
     if not (value > 0 and math.isfinite(value)):
         raise ConfigError(f"{key}: must be > 0 (got {value})")
+    if value < low or value > high:
+        raise ConfigError(f"{key}: must be between {low:g} and {high:g} (got {value:g})")
+
+
+SECONDS_RANGE = (0.1, 86400.0)
+"""What a daemon or agent interval and a back-off may be: a tenth of a second to a day."""
+
+
+def _seconds(key: str, value: float) -> None:
+    _positive(key, value, low=SECONDS_RANGE[0], high=SECONDS_RANGE[1])
 
 
 def config_path(path: str | Path | None = None) -> Path | None:

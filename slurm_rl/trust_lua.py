@@ -174,6 +174,11 @@ def job_submit_lua_command(config_file: Path | None, operators: tuple[str, ...],
                                      operator_uids=[operator_uid(o) for o in operators])
     except (ConfigError, RenderError) as exc:
         raise click.ClickException(str(exc)) from None
+    if config.trust.critical_accounts or config.trust.critical_qos:
+        click.echo("note: critical_accounts / critical_qos mean something only where slurmctld "
+                   "enforces accounts and QOS (AccountingStorageEnforce=associations,qos); "
+                   "without that any user names any account, and the daemon ignores them",
+                   err=True)
     if output is None:
         click.echo(text, nl=False)
         return

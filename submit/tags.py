@@ -159,6 +159,9 @@ def join_comment(user_comment: str, ours: str, *, reserve_bytes: int = 0) -> str
     fit. `reserve_bytes` keeps room for a part that is added later (progress)."""
     if "\n" in user_comment:
         raise CommentError("--comment: a comment may not contain a newline")
+    if "{rl1:" in user_comment or "{rlp:" in user_comment:
+        raise CommentError("--comment: may not hold a slurm-rl tag ({rl1:...} or {rlp:...}); "
+                           "give the intent with the --rl-* options")
     ours_len = len(ours.encode())
     # a comment read from a non-UTF-8 script keeps its bytes (surrogateescape) and counts them
     if ours_len + reserve_bytes > MAX_PART_BYTES:

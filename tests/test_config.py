@@ -141,11 +141,16 @@ def test_wrong_types_are_named(text: str, expected: str) -> None:
 @pytest.mark.parametrize(("text", "expected"), [
     ("[daemon]\ninterval_s = 0", "daemon.interval_s: must be > 0"),
     ("[agent]\ninterval_s = -1", "agent.interval_s: must be > 0"),
-    ("[daemon]\nbackoff_factor = 0.5", "daemon.backoff_factor: must be >= 1"),
+    ("[daemon]\nbackoff_factor = 0.5", "daemon.backoff_factor: must be 1..100"),
     ("[daemon]\nbackoff_initial_s = 10\nbackoff_max_s = 5", "daemon.backoff_max_s"),
     ('[daemon]\nscope = "partitions"', "daemon.partitions: scope = \"partitions\" needs"),
     ('[daemon]\npartitions = ["gpu"]', "daemon.partitions: only used with scope"),
     ('[daemon]\npolicy = " "', "daemon.policy: must name a policy"),
+    ("[daemon]\ninterval_s = 1e300", "daemon.interval_s: must be between 0.1 and 86400"),
+    ("[daemon]\ninterval_s = 1e-300", "daemon.interval_s: must be between 0.1 and 86400"),
+    ("[database]\nprune_batch = 99999999999999999999", "database.prune_batch"),
+    ("[database]\nretention_days = 1e308", "database.retention_days: must be between"),
+    ("[agent]\ninterval_s = 1e9", "agent.interval_s: must be between"),
 ])
 def test_bad_values_are_named(text: str, expected: str) -> None:
     assert expected in error(text)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from slurm_rl.config import Actuation, Config, ConfigError, Scope, load_config
+from slurm_rl.config import SECONDS_RANGE, Actuation, Config, ConfigError, Scope, load_config
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
 from slurm_rl.slurm.parse import SqueueRecord
@@ -151,15 +151,17 @@ def close_database(engine: Engine, sessions: sessionmaker[Session], lock: Databa
 def _positive_seconds(_ctx: click.Context, param: click.Parameter, value: float | None
                       ) -> float | None:
     # The same rule as [daemon] interval_s in the config file.
-    if value is not None and not (value > 0 and math.isfinite(value)):
-        raise click.BadParameter(f"must be > 0 and finite (got {value})", param=param)
+    low, high = SECONDS_RANGE
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"must be between {low:g} and {high:g} seconds (got {value})",
+                                 param=param)
     return value
 
 
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
 @click.option("--interval", "interval_s", type=float, callback=_positive_seconds,
-              help="Seconds between cycle starts, > 0 (default: [daemon] interval_s).")
+              help="Seconds between cycle starts, 0.1 to 86400 (default: [daemon] interval_s).")
 @click.option("--policy", help="Policy name (default: [daemon] policy; see slurm-rl policies).")
 @click.option("--dry-run", is_flag=True, default=None,
               help="Shadow mode: decide and record, never change anything in Slurm.")

@@ -26,7 +26,7 @@ from slurm_rl.daemon.limits import (
     parse_qos_gpu_limits,
 )
 from slurm_rl.daemon.poll import Polled, Quarantined
-from slurm_rl.daemon.trust import Finding, Grants, vet
+from slurm_rl.daemon.trust import Finding, Grants, accounting_enforce, vet
 from slurm_rl.db.models import JobEvent
 from slurm_rl.db.quarantine import record_quarantined
 from slurm_rl.slurm.adapter import SlurmAdapter
@@ -54,6 +54,27 @@ class Gate:
         self._qos: dict[str, tuple[int | None, int | None]] = {}
         self._limits_at = float("-inf")
         self._reported: set[tuple[JobId, str]] = set()
+        self._enforcement_known = False
+
+    def _check_enforcement(self) -> None:
+        """Account and QOS grants count only where slurmctld enforces them (docs/security.md);
+        until `scontrol show config` answers, they do not count."""
+        if self._enforcement_known:
+            return
+        res = self.adapter.runner.run(["scontrol", "show", "config"])
+        if not res.ok:
+            return
+        self._enforcement_known = True
+        enforce = accounting_enforce(res.stdout)
+        self.grants = self.grants.with_enforcement(enforce)
+        g = self.grants
+        ignored = [k for k, names, on in (
+            ("critical_accounts", g.critical_accounts, g.accounts_enforced),
+            ("critical_qos", g.critical_qos, g.qos_enforced)) if names and not on]
+        if ignored:
+            log.warning("[trust] %s ignored: slurmctld does not enforce accounts/QOS here "
+                        "(AccountingStorageEnforce=%s), so any user could name them; grant by "
+                        "critical_users", " and ".join(ignored), enforce)
 
     def limits(self, nodes: Iterable[NodeView], now: float) -> dict[str, PartitionLimits] | None:
         """Partition limits, read at most every LIMITS_REFRESH_S; None if never readable."""
@@ -75,6 +96,7 @@ class Gate:
 
     def admit(self, session: Session, polled: Polled, overrides: Mapping[JobId, Intent | None],
               now: float) -> Admitted:
+        self._check_enforcement()
         n_quarantined = self._quarantine(session, (*polled.quarantined, *polled.bad_nodes), now)
         limits = self.limits(polled.nodes, now)
         records = None

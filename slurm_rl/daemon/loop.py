@@ -364,12 +364,16 @@ class Daemon:
                                 "%.0fs up to %.0fs", _last_line(exc), delay, backoff.max_s)
                 wait = delay
                 delay = min(delay * backoff.factor, backoff.max_s)
-            except Exception:
+            except Exception as exc:
+                # One line (the traceback with -v): a full disk or a locked database is an
+                # admin's problem, not a programmer's.
+                trace = log.isEnabledFor(logging.DEBUG)
                 if once:
-                    log.exception("cycle failed")
+                    log.error("cycle failed: %s", _one_line(exc), exc_info=trace)
                     return 1
                 if not failing:
-                    log.exception("cycle failed; retrying with back-off")
+                    log.error("cycle failed: %s; retrying with back-off", _one_line(exc),
+                              exc_info=trace)
                 failing = True
                 wait = delay
                 delay = min(delay * backoff.factor, backoff.max_s)
@@ -395,6 +399,11 @@ def _plan_notes(plan: Plan, report: CycleReport) -> list[str]:
     return [f"plan: {verb} {plan.jobs_touched} job updates in {len(plan.changes)} commands; "
             f"{plan.unchanged} already right; {len(plan.skipped)} skipped",
             f"timing: {report.timing.line()}"]
+
+
+def _one_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
 
 
 def _last_line(exc: Exception) -> str:

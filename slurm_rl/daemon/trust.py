@@ -30,6 +30,11 @@ class Grants:
     critical_accounts: frozenset[str] = frozenset()
     critical_qos: frozenset[str] = frozenset()
     deadline_horizon_s: float = TrustConfig().deadline_horizon_s
+    accounts_enforced: bool = False
+    """slurmctld enforces accounts (AccountingStorageEnforce has associations): only then can
+    an account grant mean anything; without it any user names any account."""
+    qos_enforced: bool = False
+    """Likewise for QOS (AccountingStorageEnforce has qos)."""
 
     @classmethod
     def from_config(cls, cfg: TrustConfig) -> Grants:
@@ -40,8 +45,25 @@ class Grants:
 
     def allows_critical(self, job: JobView) -> bool:
         return (job.user in self.critical_users
-                or (bool(job.account) and job.account in self.critical_accounts)
-                or (bool(job.qos) and job.qos in self.critical_qos))
+                or (self.accounts_enforced and bool(job.account)
+                    and job.account in self.critical_accounts)
+                or (self.qos_enforced and bool(job.qos) and job.qos in self.critical_qos))
+
+    def with_enforcement(self, enforce: str) -> Grants:
+        """These grants on a cluster whose `AccountingStorageEnforce` is `enforce`."""
+        words = {w.strip().lower() for w in enforce.split(",")}
+        return replace(self, accounts_enforced=bool(words & {"associations", "limits", "qos",
+                                                            "safe", "all"}),
+                       qos_enforced=bool(words & {"qos", "all"}))
+
+
+def accounting_enforce(show_config: str) -> str:
+    """`AccountingStorageEnforce` from `scontrol show config` ("none" if absent)."""
+    for line in show_config.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "AccountingStorageEnforce":
+            return value.strip()
+    return "none"
 
 
 @dataclass(frozen=True, kw_only=True)

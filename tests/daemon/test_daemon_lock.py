@@ -40,6 +40,35 @@ def test_a_second_lock_is_refused_naming_the_holder(tmp_path: Path) -> None:
         pass
 
 
+def test_a_second_name_for_the_database_is_refused(tmp_path: Path) -> None:
+    # A symbolic or hard link would get a lock file of its own and escape the lock.
+    db = tmp_path / "x.db"
+    sqlite3.connect(db).close()
+    db.chmod(0o644)
+    (tmp_path / "sym.db").symlink_to(db)
+    (tmp_path / "dangling.db").symlink_to(tmp_path / "elsewhere" / "new.db")
+    with DatabaseLock.acquire(db):
+        for name in ("sym.db", "dangling.db"):
+            with pytest.raises(DatabaseError, match="is a symbolic link; refusing to use it"):
+                DatabaseLock.acquire(tmp_path / name)
+        os.link(db, tmp_path / "hard.db")
+        with pytest.raises(DatabaseError, match="has 2 hard links; refusing to use it"):
+            DatabaseLock.acquire(tmp_path / "hard.db")
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_a_database_others_can_write_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    sqlite3.connect(db).close()
+    db.chmod(0o666)
+    with pytest.raises(DatabaseError, match=r"writable by group or others \(mode 666\)"):
+        DatabaseLock.acquire(db)
+    db.chmod(0o644)
+    os.chown(db, 1001, -1)
+    with pytest.raises(DatabaseError, match="owned by uid 1001, not by this user"):
+        DatabaseLock.acquire(db)
+
+
 def test_a_killed_holder_frees_the_lock_and_children_never_inherit_it(tmp_path: Path) -> None:
     db = tmp_path / "x.db"
     code = ("import sys, time, subprocess; from pathlib import Path; "
@@ -79,12 +108,12 @@ def test_a_planted_lock_file_is_refused(tmp_path: Path) -> None:
         DatabaseLock.acquire(db)
 
 
-@pytest.mark.parametrize("value", ["-5", "0", "nan", "inf", "-inf"])
+@pytest.mark.parametrize("value", ["-5", "0", "nan", "inf", "-inf", "1e300", "0.001"])
 def test_interval_must_be_positive_and_finite(value: str, tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["daemon", "--once", "--db", str(tmp_path / "x.db"),
                                        "--interval", value])
     assert result.exit_code == 2
-    assert "Invalid value for '--interval': must be > 0 and finite" in result.output
+    assert "Invalid value for '--interval': must be between 0.1 and 86400 seconds" in result.output
     assert not (tmp_path / "x.db").exists()
 
 

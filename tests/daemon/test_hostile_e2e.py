@@ -225,3 +225,30 @@ def test_quarantine_is_recorded_for_a_record_that_cannot_be_read(jobs: Jobs,
     assert "quarantined job" in out.stderr, out.stderr
     stored = rows(config.parent / "d.db", QuarantinedRecord)
     assert any(q.job_id == honest for q in stored), stored
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 320 kB tmpfs: room for the schema, not for a cycle's writes. Unmounted afterwards."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=320k,mode=0755", "tmpfs",
+                           str(mnt)], capture_output=True, text=True)
+    assert done.returncode == 0, f"can not mount a tmpfs: {done.stderr}"
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)
+
+
+def test_a_disk_that_fills_during_a_cycle_is_one_line(jobs: Jobs, small_disk: Path) -> None:
+    for i in range(120):
+        submit(jobs, f"fill{i}".encode(), b"x" * 700 + b" " + tag(f"d={SOON}"))
+    out = subprocess.run([SLURM_RL, "daemon", "--once", "--dry-run", "--db",
+                          str(small_disk / "x.db"), "--only-name-prefix", jobs.prefix],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if "ERROR" in ln or ln.startswith("Error")]
+    assert len(errors) == 1 and "cycle failed" in errors[0] and "disk is full" in errors[0], \
+        out.stderr
+    assert "Traceback" not in out.stderr, out.stderr

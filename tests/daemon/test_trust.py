@@ -19,7 +19,7 @@ from slurm_rl.core import (
 )
 from slurm_rl.daemon.actuator import plan_changes
 from slurm_rl.daemon.limits import build_limits, parse_partitions, parse_qos_gpu_limits
-from slurm_rl.daemon.trust import Grants, vet
+from slurm_rl.daemon.trust import Grants, accounting_enforce, vet
 from slurm_rl.db.kinds import ActionKind, EventKind
 
 # Recorded from the test cluster (Slurm 22.05.8), one partition of four 4-GPU nodes.
@@ -71,7 +71,8 @@ def test_down_nodes_and_garbage_fields_do_not_raise_or_grant() -> None:
 
 def test_critical_needs_a_grant() -> None:
     claim = Intent(service_class=ServiceClass.CRITICAL, deadline=2000.0)
-    grants = Grants.from_config(TrustConfig(critical_users=("boss",), critical_qos=("high",)))
+    grants = Grants.from_config(TrustConfig(critical_users=("boss",), critical_qos=("high",))
+                                ).with_enforcement("associations,limits,qos")
     vetted, found = vet(job(claim), grants, None)
     assert vetted.intent is not None
     assert vetted.intent.service_class is ServiceClass.STANDARD
@@ -83,6 +84,21 @@ def test_critical_needs_a_grant() -> None:
     # an empty account/qos never matches a grant list that happens to hold ""
     empty = Grants(critical_accounts=frozenset({""}))
     assert vet(job(claim), empty, None)[0].intent.service_class is ServiceClass.STANDARD  # type: ignore[union-attr]
+
+
+def test_account_and_qos_grants_count_only_where_slurm_enforces_them() -> None:
+    claim = Intent(service_class=ServiceClass.CRITICAL)
+    grants = Grants.from_config(TrustConfig(critical_accounts=("lab",), critical_qos=("high",)))
+    by_account, by_qos = job(claim, account="lab"), job(claim, qos="high")
+    for enforce, account_ok, qos_ok in (("none", False, False), ("associations", True, False),
+                                        ("associations,limits,qos", True, True),
+                                        ("safe", True, False), ("all", True, True)):
+        g = grants.with_enforcement(enforce)
+        assert (vet(by_account, g, None)[1] == ()) is account_ok, enforce
+        assert (vet(by_qos, g, None)[1] == ()) is qos_ok, enforce
+    assert accounting_enforce("AccountingStorageEnforce = associations,qos\nX = y\n") == \
+        "associations,qos"
+    assert accounting_enforce("garbage") == "none"
 
 
 def test_deadline_beyond_the_horizon_is_not_believed() -> None:

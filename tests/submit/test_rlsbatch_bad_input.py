@@ -53,6 +53,10 @@ CASES = {
     "steps-too-large": _case(GOOD, ["--rl-steps", "9" * 150],
                              "--rl-steps: '9999999999999999999999999999999999999...' is too "
                              "large (at most 9007199254740991)"),
+    "comment-with-a-tag": _case(GOOD, ["--comment", "{rl1:c=critical}", "--rl-steps", "5"],
+                                "--comment: may not hold a slurm-rl tag"),
+    "comment-with-progress": _case(GOOD, ["--comment", "a {rlp:1/2}", "--rl-steps", "5"],
+                                   "--comment: may not hold a slurm-rl tag"),
     "comment-too-long": _case(GOOD, ["--comment", "x" * 950],
                               "--comment plus the slurm-rl intent is 1027 bytes"),
     "sbatch-line-unknown-option": _case(
