@@ -28,7 +28,7 @@ from slurm_rl.sim.metrics import summary
 
 
 class NullPolicy:
-    """Decides nothing (Slurm's own order), declares nothing: asked at every event."""
+    """Decides nothing (Slurm's own order); run with skip_futile off: asked at every event."""
 
     name = "null"
 
@@ -68,7 +68,8 @@ def main() -> None:
             print(f"{name}: not available (registered: {', '.join(policies.names())})")
             continue
         policy = NullPolicy() if name == "null" else policies.make(name)
-        cfg = EngineConfig(nodes=nodes, gpus_per_node=args.gpus_per_node, tick_s=args.tick)
+        cfg = EngineConfig(nodes=nodes, gpus_per_node=args.gpus_per_node, tick_s=args.tick,
+                           skip_futile=name != "null")
         sim = Simulator(jobs, policy, cfg)
         cpu, wall = time.process_time(), time.perf_counter()
         result = sim.run()

@@ -233,8 +233,6 @@ class JobView:
     attained_gpu_s: float = 0.0
     """GPU-seconds the job has received so far (for least-attained-service policies)."""
     restarts: int = 0
-    oracle_remaining_s: float | None = None
-    """True remaining run time. Set only by the simulator; only *-oracle policies read it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,6 +267,21 @@ class ClusterSnapshot:
     time: float
     jobs: tuple[JobView, ...]
     nodes: tuple[NodeView, ...]
+    free_counts: tuple[int, ...] | None = None
+    """Optional, precomputed where it is cheap (the simulator keeps it up to date): [f] is how
+    many usable nodes have exactly f GPUs free, every usable node having len - 1 GPUs. None:
+    policies derive it from `nodes`. Checked against `nodes` when given to the constructor."""
+
+    def __post_init__(self) -> None:
+        if self.free_counts is not None:
+            counts = [0] * len(self.free_counts)
+            for n in self.nodes:
+                if n.state.usable:
+                    if n.gpus_total != len(counts) - 1:
+                        raise ValueError("free_counts needs nodes of one GPU count")
+                    counts[n.gpus_free] += 1
+            if tuple(counts) != tuple(self.free_counts):
+                raise ValueError(f"free_counts {self.free_counts} disagree with the nodes")
 
     @property
     def pending(self) -> tuple[JobView, ...]:

@@ -5,7 +5,7 @@ For each managed pending job, the predicted remaining time at a GPU count g is t
 at the profiled throughput of its model, or the time limit (an upper bound), moved to g along the
 model's speed-up curve (`perfmodel.scaled_rate`). Candidate counts: the job's count, or, with an
 intent GPU range, its ends and the powers of two between them that place within one node or on
-whole nodes (`_common.allowed_counts`). Its expected start at g is now if g GPUs are free on the
+whole nodes (`gpu_counts.allowed_counts`). Its expected start at g is now if g GPUs are free on the
 nodes now, else when enough running jobs are expected to end (their own estimates; now if they
 cannot tell). Expected end = start + remaining; slack = deadline − expected end.
 
@@ -36,25 +36,15 @@ import bisect
 import itertools
 import math
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
-from slurm_rl.policies._common import (
-    Capacity,
-    Estimate,
-    Source,
-    allowed_counts,
-    build,
-    estimate_remaining,
-    fmt_dur,
-    fmt_time,
-    gpu_range,
-    job_layout,
-    managed_pending,
-    orders,
-    remaining_at,
-    submit_key,
-)
+from slurm_rl.policies.capacity import Capacity, job_layout
+from slurm_rl.policies.estimates import Estimate, Source, estimate_remaining, remaining_at
+from slurm_rl.policies.formatting import fmt_dur, fmt_time
+from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import managed_pending, orders, submit_key
 
 NAME = "deadline"
 
@@ -99,9 +89,8 @@ class _Starts:
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
-    # Declared for the simulator: it may skip decide() calls that could not change anything.
-    preempts: ClassVar[bool] = False
-    resizes: ClassVar[bool] = False
+    # Declares no capability (capabilities.py): it only orders jobs and sets GPU counts, so
+    # the simulator may skip decide() calls that could not change anything.
     min_gain: float = 0.2
     """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
 

@@ -8,17 +8,12 @@ changes GPU counts. Reads: intent.deadline, submit_time, id.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
-from slurm_rl.policies._common import (
-    build,
-    fmt_dur,
-    fmt_time,
-    managed_pending,
-    orders,
-    submit_key,
-)
+from slurm_rl.policies.formatting import fmt_dur, fmt_time
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import managed_pending, orders, submit_key
 
 NAME = "edf"
 
@@ -30,9 +25,8 @@ def deadline_of(job: JobView) -> float | None:
 @dataclass(frozen=True, kw_only=True)
 class Edf:
     name: str = field(default=NAME, init=False)
-    # Declared for the simulator: it may skip decide() calls that could not change anything.
-    preempts: ClassVar[bool] = False
-    resizes: ClassVar[bool] = False
+    # Declares no capability (capabilities.py): it only orders jobs, so the simulator may
+    # skip decide() calls that could not change anything.
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         now = snapshot.time

@@ -2,7 +2,7 @@
 
 After ElasticFlow (Gu et al., ASPLOS'23), on the snapshot alone:
 1. Plan. GPUs in use over time form a profile (cluster-wide GPU counts; per-node placement is
-   left to Slurm): running jobs hold their GPUs until their estimated end (`_common.
+   left to Slurm): running jobs hold their GPUs until their estimated end (`estimates.
    estimate_remaining`; unknown: for ever), running elastic jobs without a deadline only their
    minimum (the rest can be reclaimed). Deadline jobs (pending, and running elastic ones) are then
    taken earliest deadline first. Each gets its *minimum satisfactory share*: the fewest GPUs of
@@ -23,7 +23,7 @@ After ElasticFlow (Gu et al., ASPLOS'23), on the snapshot alone:
    while a step cuts it by at least `min_gain` and (for a running job) saves more than
    `resize_cost_s`.
 Reads: intent (deadline, GPU range, elastic, model, batch size, total steps), progress,
-predicted_remaining_s, time_limit_s, gpus, node capacities. Never reads oracle_remaining_s.
+predicted_remaining_s, time_limit_s, gpus, node capacities. Reads no true durations.
 """
 
 from __future__ import annotations
@@ -33,20 +33,12 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, Resize
-from slurm_rl.policies._common import (
-    allowed_counts,
-    build,
-    estimate_remaining,
-    fmt_dur,
-    fmt_time,
-    gpu_range,
-    id_key,
-    managed_pending,
-    orders,
-    remaining_at,
-    submit_key,
-)
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, Resize, id_key
+from slurm_rl.policies.estimates import estimate_remaining, remaining_at
+from slurm_rl.policies.formatting import fmt_dur, fmt_time
+from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import managed_pending, orders, submit_key
 
 NAME = "elasticflow"
 
@@ -108,9 +100,7 @@ class _Round:
         self.node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable), default=0)
         self.snapshot, self.resize_cost_s, self.min_gain = snapshot, resize_cost_s, min_gain
         self.pending = managed_pending(snapshot)
-        self.elastic = {j.id: j for j in snapshot.running
-                        if j.managed and j.state is JobState.RUNNING and j.intent is not None
-                        and j.intent.elastic and gpu_range(j)}
+        self.elastic = {j.id: j for j in snapshot.running if resizable(j)}
         self.floor: dict[JobId, int] = {}  # planned count of running jobs outside the EDF pass
         self.shares: dict[JobId, _Share] = {}
         self.refused: dict[JobId, str] = {}
@@ -287,6 +277,12 @@ class _Round:
         return Decision(policy=policy, order=orders(ranked), resizes=tuple(resizes))
 
 
+def resizable(j: JobView) -> bool:
+    """A running job this policy may resize: managed, plainly RUNNING, elastic, with a range."""
+    return (j.managed and j.state is JobState.RUNNING and j.intent is not None
+            and j.intent.elastic and gpu_range(j) is not None)
+
+
 def _deadline(j: JobView) -> float | None:
     return j.intent.deadline if j.intent else None
 
@@ -307,6 +303,10 @@ class ElasticFlow:
     def __post_init__(self) -> None:
         if self.resize_cost_s < 0 or not 0 <= self.min_gain < 1:
             raise ValueError("resize_cost_s must be >= 0 and min_gain in [0, 1)")
+
+    def may_resize(self, job: JobView) -> bool:
+        """Resizing (capabilities.py): running elastic managed jobs with a GPU range."""
+        return resizable(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         r = _Round(snapshot, self.resize_cost_s, self.min_gain)

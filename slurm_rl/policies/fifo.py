@@ -7,10 +7,11 @@ the real cluster the daemon's ranks change nothing. Never resizes or preempts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision
-from slurm_rl.policies._common import build, managed_pending, orders
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import managed_pending, orders
 
 NAME = "fifo"
 
@@ -18,9 +19,8 @@ NAME = "fifo"
 @dataclass(frozen=True, kw_only=True)
 class Fifo:
     name: str = field(default=NAME, init=False)
-    # Declared for the simulator: it may skip decide() calls that could not change anything.
-    preempts: ClassVar[bool] = False
-    resizes: ClassVar[bool] = False
+    # Declares no capability (capabilities.py): it only orders jobs, so the simulator may
+    # skip decide() calls that could not change anything.
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         ranked = ((j, "submit order", None) for j in managed_pending(snapshot))

@@ -1,13 +1,14 @@
 """`sjf`: shortest job first by the duration the policy can KNOW. Non-preemptive.
 
-Never reads `oracle_remaining_s`. A pending job's expected run time is, first found:
+Reads no true durations. A pending job's expected run time is, first found:
   1. the prediction, the job's own progress, or intent.total_steps at the profiled throughput
-     of its model (`_common.estimate_remaining`);
+     of its model (`estimates.estimate_remaining`);
   2. the mean observed run time of this user's jobs at this GPU count, then of this user's jobs
      (at least `min_history` samples each; the last `history_window` kept);
   3. the Slurm time limit (an upper bound that users often pad);
   4. the mean observed run time of all jobs, then `default_s`.
-History is the only state this policy keeps: it remembers running jobs' start times and, when a
+History is the only state this policy keeps (`Observing`, so the simulator shows it every event;
+`reset()` forgets it): it remembers running jobs' start times and, when a
 job is seen finished (or gone from the snapshot), records end − start of its last run. Between
 runs of a requeued job nothing is recorded. For a history-based estimate the job's attained
 service (attained_gpu_s / gpus) is subtracted. Ties by submit time, then id. Never changes GPU
@@ -21,14 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
-from slurm_rl.policies._common import (
-    build,
-    estimate_remaining,
-    fmt_dur,
-    managed_pending,
-    orders,
-    submit_key,
-)
+from slurm_rl.policies.estimates import estimate_remaining
+from slurm_rl.policies.formatting import fmt_dur
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import managed_pending, orders, submit_key
 
 NAME = "sjf"
 
@@ -53,13 +50,19 @@ class Sjf:
         if self.default_s <= 0 or self.history_window < 1 or self.min_history < 1:
             raise ValueError("default_s must be > 0, history_window and min_history >= 1")
 
-    # -- history ----------------------------------------------------------------------------
+    # -- history (capabilities.Observing) ------------------------------------------------------
+
+    def reset(self) -> None:
+        """Forget every run time and every running job seen."""
+        self._running.clear()
+        self._history.clear()
 
     def _record(self, user: str, gpus: int, seconds: float) -> None:
         for key in ((user, gpus), user, None):
             self._history.setdefault(key, deque(maxlen=self.history_window)).append(seconds)
 
-    def _observe(self, snapshot: ClusterSnapshot) -> None:
+    def observe(self, snapshot: ClusterSnapshot) -> None:
+        """Record the runs of jobs seen finished or gone; remember running jobs' starts."""
         seen: set[JobId] = set()
         for j in snapshot.jobs:
             seen.add(j.id)
@@ -101,7 +104,7 @@ class Sjf:
         return self.default_s, "default (nothing known)"
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        self._observe(snapshot)
+        self.observe(snapshot)
         scored = [(self.expected(j, snapshot.time), j) for j in managed_pending(snapshot)]
         scored.sort(key=lambda e: (e[0][0], submit_key(e[1])))
         ranked = ((j, f"expected {fmt_dur(s)} ({src})", None) for (s, src), j in scored)

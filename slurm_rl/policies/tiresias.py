@@ -15,7 +15,7 @@ After Tiresias (Gu et al., NSDI'19), the "dlas-gpu" variant of its simulator:
 
 State kept across calls (bounded by the jobs in the snapshot): per job, when it was last seen
 running (the wait clock; for a job this instance never saw running, when it first saw it
-waiting) and its attained service at its last promotion.
+waiting) and its attained service at its last promotion (`Stateful`: `reset()` forgets it).
 Never changes GPU counts.
 """
 
@@ -26,7 +26,7 @@ import operator
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, NamedTuple
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -38,15 +38,11 @@ from slurm_rl.core import (
     Preempt,
     id_key,
 )
-from slurm_rl.policies._common import (
-    Capacity,
-    build,
-    fmt_dur,
-    latest_first,
-    orders,
-    plan_by_level,
-    submit_key,
-)
+from slurm_rl.policies.capacity import Capacity
+from slurm_rl.policies.formatting import fmt_dur
+from slurm_rl.policies.options import build
+from slurm_rl.policies.ordering import latest_first, orders, submit_key
+from slurm_rl.policies.preemption import plan_by_level
 
 NAME = "tiresias"
 RUNNING = JobState.RUNNING
@@ -131,8 +127,6 @@ _submit_time = operator.attrgetter("submit_time")
 @dataclass(frozen=True, kw_only=True)
 class Tiresias:
     name: str = field(default=NAME, init=False)
-    # Declared for the simulator: it may skip decide() calls that could not change anything.
-    resizes: ClassVar[bool] = False
     thresholds: tuple[float, ...] = (3600.0,)
     """Queue limits on attained GPU-seconds, ascending; len(thresholds) + 1 queues."""
     promote_knob: float = 8.0
@@ -155,6 +149,17 @@ class Tiresias:
         if self.promote_knob < 0:
             raise ValueError(f"promote_knob must be >= 0, got {self.promote_knob}")
         object.__setattr__(self, "thresholds", th)
+
+    def reset(self) -> None:
+        """Stateful (capabilities.py): forget every wait clock and promotion."""
+        self._last_run.clear()
+        self._base.clear()
+        object.__setattr__(self, "_mem", _Memory())
+
+    def may_preempt(self, job: JobView) -> bool:
+        """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
+        resizing or suspended)."""
+        return job.managed and job.state is RUNNING
 
     def _service(self, job: JobView) -> float:
         """Attained GPU-seconds since the job's last promotion."""
@@ -306,8 +311,7 @@ class Tiresias:
                 Capacity.of(snapshot),
                 pending,
                 level=lambda p: q[p.id],
-                victims=lambda: [v for v in snapshot.running
-                                 if v.managed and v.state is RUNNING],
+                victims=lambda: [v for v in snapshot.running if self.may_preempt(v)],
                 victim_level=victim_queue,
                 top=len(th),
                 arrange=latest_first,

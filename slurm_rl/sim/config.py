@@ -69,8 +69,8 @@ class EngineConfig:
     poll + decide + act). Jobs may start, end or arrive in between; entries that no longer
     apply are ignored (counted in notes)."""
     skip_futile: bool = True
-    """Skip decide() calls that can not change anything, for a policy that declares it never
-    preempts (`preempts = False`) or never resizes (`resizes = False`): see
+    """Skip decide() calls that can not change anything, by what the policy declares it may do
+    (slurm_rl.policies.capabilities: not Preempting, not Resizing, not Observing): see
     Simulator._worth_deciding. Exact for pure policies; a large saving on big traces. Only
     with decide_on_events and no decision_delay_s: on a fixed cycle a skipped call would leave
     the previous ranks in force until the next tick."""

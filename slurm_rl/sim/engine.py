@@ -11,12 +11,20 @@ How a Decision maps onto the cluster:
 - preemptions first: the job is requeued with its progress kept; its next start pays
   `restart_delay_s`;
 - resizes next, shrinks before grows: the job is requeued and restarted at once at the new
-  count ahead of the queue (as the daemon's requeuehold/update/release with top priority), paying
-  the restart delay; a count that does not fit even in the job's own GPUs is refused;
+  count ahead of the queue, paying the restart delay; a count that does not fit even in the
+  job's own GPUs is refused (the daemon's actuator does not apply resizes or preemptions of
+  running jobs yet: these are the simulator's model of what Slurm would do);
 - order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
   decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
   count applies to jobs with an intent GPU range (clamped into it and to the cluster).
 Anything invalid is ignored and counted in `SimResult.notes`.
+
+The policy's declared capabilities (`slurm_rl.policies.capabilities`) are checked with
+isinstance: a `Stateful` one is `reset()` at the start of a run, an `OracleReading` one gets the
+engine's `Oracle` (true durations, never part of a snapshot), and Preempts or Resizes from a
+policy that is not `Preempting` or `Resizing` stop the run (`SimulationError`): calls it could
+not change anything with are skipped (`skip_futile`), which is exact only if it declares what
+it may do. An `Observing` policy is asked at every event.
 
 To compare with a real cluster (docs/sim-to-real.md) the engine can also follow slurmctld's
 cadence instead of passing at every event: backfill and the main scheduler on their own cycles
@@ -34,7 +42,6 @@ import time
 from bisect import bisect_left, bisect_right, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
-from typing import Any
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -43,6 +50,13 @@ from slurm_rl.core import (
     JobState,
     NodeView,
     Policy,
+)
+from slurm_rl.policies.capabilities import (
+    Observing,
+    OracleReading,
+    Preempting,
+    Resizing,
+    Stateful,
 )
 from slurm_rl.sim import backfill, conservative, views
 from slurm_rl.sim.cluster import Alloc, Cluster
@@ -65,8 +79,8 @@ class Simulator:
         self._jobs, self.dropped = make_jobs(jobs, config)
         self._heap: list[tuple[float, int, int, SimJob | None, int]] = []
         self._seq = itertools.count()
-        self._preempts = bool(getattr(policy, "preempts", True))
-        self._resizes = bool(getattr(policy, "resizes", True))
+        self._preempts = isinstance(policy, Preempting)
+        self._resizes = isinstance(policy, Resizing)
         self._next_arrival = 0
         self._active: dict[JobId, SimJob] = {}
         self._pending: dict[SimJob, None] = {}
@@ -81,7 +95,7 @@ class Simulator:
         # Skipping a futile call is exact only if the next event asks the policy again at once:
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
         self._may_skip = (config.skip_futile and config.decide_on_events
-                          and config.decision_delay_s == 0)
+                          and config.decision_delay_s == 0 and not isinstance(policy, Observing))
         self._in_flight: dict[int, Decision] = {}
         """Decisions made but not yet applied (decision_delay_s), by event seq."""
         self._node_views: list[NodeView] = [
@@ -91,7 +105,7 @@ class Simulator:
         """Nodes per free-GPU count, built at the first snapshot, then kept up to date."""
         self._made_views: dict[tuple[int, int], NodeView] = {}
         """NodeViews are values: one per node and GPU count is enough."""
-        self._static: tuple[dict[str, Any], ...] = ()
+        self._static = views.RunningSet(())
         self._static_at: int | None = None
         """Cluster version the running jobs' fixed fields (`_static`) were built at."""
         self._records: dict[int, JobRecord] = {}
@@ -105,6 +119,10 @@ class Simulator:
 
     def run(self) -> SimResult:
         wall = time.perf_counter()
+        if isinstance(self.policy, Stateful):
+            self.policy.reset()
+        if isinstance(self.policy, OracleReading):
+            self.policy.bind_oracle(SimOracle(self))
         jobs, heap, cfg = self._jobs, self._heap, self.cfg
         n = len(jobs)
         while True:
@@ -322,7 +340,8 @@ class Simulator:
         # The running jobs' fixed fields (views.SimSnapshot builds their views only when a
         # policy reads them); every start and stop moves the cluster's version.
         if self._static_at != self.cluster.version:
-            self._static = tuple([j.view_static or j.run_static() for j in self._running])
+            self._static = views.RunningSet(
+                tuple([j.view_static or j.run_static() for j in self._running]))
             self._static_at = self.cluster.version
         return views.snapshot(now, pending, self._static, tuple(node_views), tuple(counts))
 
@@ -334,7 +353,7 @@ class Simulator:
 
     def _worth_deciding(self) -> bool:
         """False when no decision could change anything, for a policy that declares what it
-        never does (`preempts = False`, `resizes = False`; undeclared means it might).
+        may do (`Preempting`, `Resizing`; one that declares neither only orders jobs).
 
         With nothing pending only a resize can matter. For a policy that only orders jobs, the
         order matters only when at least two jobs are pending (or one with a GPU range) and one
@@ -376,6 +395,10 @@ class Simulator:
 
     def _apply(self, d: Decision) -> None:
         active = self._active
+        if (d.preemptions and not self._preempts) or (d.resizes and not self._resizes):
+            raise SimulationError(
+                f"policy {self.policy.name} returned preemptions or resizes without declaring "
+                "them (slurm_rl.policies.capabilities: Preempting, Resizing)")
         for p in d.preemptions:
             job = active.get(p.job_id)
             if job is None or job.state is not JobState.RUNNING:
@@ -499,3 +522,18 @@ class Simulator:
         for job in self._pending:
             assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
         assert len(self._pending) + len(self._running) == len(self._active), "active set drift"
+
+
+class SimOracle:
+    """The engine's `capabilities.Oracle`: true remaining run times of active jobs, at the
+    engine's current time (the time of the snapshot being decided). Bound only to
+    `OracleReading` policies; never part of a JobView."""
+
+    __slots__ = ("_sim",)
+
+    def __init__(self, sim: Simulator) -> None:
+        self._sim = sim
+
+    def remaining_s(self, job_id: JobId) -> float | None:
+        job = self._sim._active.get(job_id)
+        return None if job is None else job.true_remaining(self._sim.now)

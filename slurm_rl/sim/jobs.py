@@ -88,6 +88,15 @@ class SimJob:
         r = self.rate_at(gpus)
         return left / r if r > 0 else float("inf")
 
+    def true_remaining(self, now: float) -> float:
+        """True remaining run time at `now` at the current count, restart delay included (the
+        simulator's `Oracle`: never part of a JobView)."""
+        if self.state is not JobState.RUNNING:
+            return self.remaining_at(self.gpus)
+        left = self.total - self.done_at(now)
+        delay_left = max(0.0, self.progress_from - now)
+        return delay_left + (left / self.rate if self.rate > 0 else 0.0)
+
     def done_at(self, now: float) -> float:
         """Steps done by `now` (running jobs progress at `rate` after `progress_from`)."""
         if self.state is JobState.RUNNING and now > self.progress_from:
@@ -112,8 +121,7 @@ class SimJob:
                 "time_limit_s": self.limit_at(self.gpus), "gpus": self.gpus,
                 "nodes": -(-self.gpus // per_node), "intent": self.intent,
                 "progress": progress, "predicted_remaining_s": predicted,
-                "attained_gpu_s": self.attained, "restarts": self.restarts,
-                "oracle_remaining_s": self.remaining_at(self.gpus)})
+                "attained_gpu_s": self.attained, "restarts": self.restarts})
         return self.view
 
     def run_static(self) -> dict[str, Any]:
@@ -129,8 +137,7 @@ class SimJob:
                 "nodes": len(self.alloc), "intent": self.intent, "restarts": self.restarts,
                 "_run": Run(self.run_start, self.progress_from, self.rate, self.done,
                             self.attained, self.gpus, self.total, t.total_steps)}
-            for lazy in ("attained_gpu_s", "oracle_remaining_s", "progress",
-                         "predicted_remaining_s"):
+            for lazy in ("attained_gpu_s", "progress", "predicted_remaining_s"):
                 del static[lazy]
         return static
 

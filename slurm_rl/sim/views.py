@@ -1,10 +1,18 @@
 """Building the core views cheaply: snapshots are rebuilt at every event for every active job,
 which is the simulator's hottest path.
 
-Two tricks, both checked at import against the real constructors: `fast` fills a frozen
-dataclass's __dict__ without running its generated __init__ (about 6x cheaper), and a running
-job's view is a `RunningView`, a JobView whose time-dependent fields are computed on first read
-from the run's parameters frozen at snapshot time (a policy that never reads them never pays).
+The speed tricks of the simulator live here, behind the public types (a policy sees a
+`ClusterSnapshot` of `JobView`s and `NodeView`s and can not tell), each checked at import
+against the real constructors (`_probe`) and kept because removing it costs measurable time
+(benchmarks/bench_sim.py):
+- `fast` fills a frozen dataclass's __dict__ without running its generated __init__ (about 6x
+  cheaper; views are built for every active job at every event);
+- a running job's view is a `RunningView`, a JobView whose time-dependent fields are properties
+  computed on first read from the run's parameters frozen at snapshot time (a policy that never
+  reads them never pays);
+- `SimSnapshot` builds the running jobs' views only when a policy reads them, and shares one
+  `RunningSet` (with its ids, worked out once) among the snapshots taken while nothing starts
+  or ends.
 """
 
 from __future__ import annotations
@@ -70,12 +78,6 @@ def _attained(run: Run, now: float) -> float:
     return run.attained + run.gpus * (now - run.run_start)
 
 
-def _oracle(run: Run, now: float) -> float:
-    left = run.total - _done(run, now)
-    delay_left = max(0.0, run.progress_from - now)
-    return delay_left + (left / run.rate if run.rate > 0 else 0.0)
-
-
 def _progress(run: Run, now: float) -> Progress | None:
     if not run.steps_total:
         return None
@@ -119,14 +121,14 @@ def _lazy(name: str, compute: Callable[[Run, float], Any]) -> property:
 class RunningView(JobView):
     """A running job's JobView, cheap to build: every view of one run shares that run's dict of
     fixed fields (never written), and the snapshot time sits in a slot. attained_gpu_s,
-    oracle_remaining_s, progress and predicted_remaining_s are computed from the run's
-    parameters when read. Compares equal to a plain JobView with the same values."""
+    progress and predicted_remaining_s are computed from the run's parameters when read (the
+    properties below stand in for those dataclass fields). Compares equal to a plain JobView
+    with the same values."""
 
     __slots__ = ("_now",)
     _now: float
 
     attained_gpu_s = _lazy("attained_gpu_s", _attained)  # type: ignore[assignment]
-    oracle_remaining_s = _lazy("oracle_remaining_s", _oracle)  # type: ignore[assignment]
     progress = _lazy("progress", _progress)  # type: ignore[assignment]
     predicted_remaining_s = _lazy("predicted_remaining_s", _predicted)  # type: ignore[assignment]
 
@@ -151,15 +153,13 @@ class SimSnapshot(ClusterSnapshot):
     filters every job through JobState.is_pending on each call) and whose running jobs' views
     are built on first read of `running` or `jobs` (from the runs' fixed fields, captured when
     the snapshot is taken): a policy that never looks at running jobs never pays for them.
+    (`jobs` is a property over the dataclass field: set only through __init__, as by
+    dataclasses.replace, which builds a plain-behaving copy.)"""
 
-    `free_counts[f]` is how many nodes have exactly f GPUs free (every simulated node is usable
-    and has the same GPU count, len(free_counts) - 1)."""
-
-    __slots__ = ("_pending", "_running", "_static", "free_counts")
+    __slots__ = ("_pending", "_running", "_set")
     _pending: tuple[JobView, ...]
     _running: tuple[JobView, ...] | None
-    _static: tuple[dict[str, Any], ...]
-    free_counts: tuple[int, ...]
+    _set: RunningSet
 
     @property
     def pending(self) -> tuple[JobView, ...]:
@@ -177,7 +177,7 @@ class SimSnapshot(ClusterSnapshot):
         if running is None:  # running_view(static, self.time) for each, inlined
             now, cls = self.time, RunningView
             views = []
-            for static in self._static:
+            for static in self._set.static:
                 view = _new(cls)
                 _set(view, "__dict__", static)
                 _set(view, "_now", now)
@@ -189,13 +189,10 @@ class SimSnapshot(ClusterSnapshot):
     @property
     def running_ids(self) -> frozenset[JobId]:
         try:
-            static = self._static
+            running = self._set
         except AttributeError:
             return super().running_ids
-        global _ids_cache
-        if _ids_cache[0] is not static:  # snapshots share `static` while nothing starts or ends
-            _ids_cache = (static, frozenset(map(_get_id, static)))
-        return _ids_cache[1]
+        return running.ids()
 
     @property
     def finished(self) -> tuple[JobView, ...]:
@@ -226,19 +223,33 @@ class SimSnapshot(ClusterSnapshot):
 
 
 _get_id = operator.itemgetter("id")
-_ids_cache: tuple[object, frozenset[JobId]] = (None, frozenset())
 
 
-def snapshot(time: float, pending: tuple[JobView, ...], running: tuple[dict[str, Any], ...],
+class RunningSet:
+    """The running jobs' fixed fields (each plus '_run', see `running_view`; shared, never
+    written), as the engine has them between two starts or ends, and their ids once asked."""
+
+    __slots__ = ("_ids", "static")
+
+    def __init__(self, static: tuple[dict[str, Any], ...]) -> None:
+        self.static = static
+        self._ids: frozenset[JobId] | None = None
+
+    def ids(self) -> frozenset[JobId]:
+        if self._ids is None:
+            self._ids = frozenset(map(_get_id, self.static))
+        return self._ids
+
+
+def snapshot(time: float, pending: tuple[JobView, ...], running: RunningSet,
              nodes: tuple[NodeView, ...], free_counts: tuple[int, ...]) -> ClusterSnapshot:
-    """`running`: each running job's fixed fields plus '_run' (see `running_view`), shared and
-    never written."""
+    """`free_counts`: nodes per free-GPU count (every simulated node is usable and has
+    len(free_counts) - 1 GPUs), consistent with `nodes` by construction."""
     snap = _new(SimSnapshot)
-    _set(snap, "__dict__", {"time": time, "nodes": nodes})
+    _set(snap, "__dict__", {"time": time, "nodes": nodes, "free_counts": free_counts})
     _set(snap, "_pending", pending)
     _set(snap, "_running", None)
-    _set(snap, "_static", running)
-    _set(snap, "free_counts", free_counts)
+    _set(snap, "_set", running)
     return snap  # type: ignore[no-any-return]
 
 
@@ -264,10 +275,12 @@ def _probe() -> None:
         (NodeView, {**NODE_DEFAULTS, "name": "node1", "state": NodeState.IDLE,
                     "gpus_total": 4}),
     ]
-    samples.append((ClusterSnapshot, {"time": 0.0, "jobs": (), "nodes": ()}))
-    # Progress.__post_init__ only checks bounds (hostile comments); the simulator's own values
-    # lie within them, so fast() may skip it.
-    validate_only = (Progress,)
+    samples.append((ClusterSnapshot, {"time": 0.0, "jobs": (), "nodes": (),
+                                      "free_counts": None}))
+    # Progress.__post_init__ only checks bounds (hostile comments), ClusterSnapshot's that
+    # free_counts agrees with the nodes; the simulator's own values satisfy both, so fast()
+    # may skip them.
+    validate_only = (Progress, ClusterSnapshot)
     for cls, values in samples:
         if hasattr(cls, "__slots__") or (hasattr(cls, "__post_init__")
                                          and cls not in validate_only) or \

@@ -55,3 +55,25 @@ def order_of(decision: Decision, jid: str) -> Any:
 
 def preempted(decision: Decision) -> list[str]:
     return sorted(p.job_id for p in decision.preemptions)
+
+
+class TableOracle:
+    """A `capabilities.Oracle` read from a table (job id -> true remaining seconds), for
+    oracle policies on hand-built snapshots (the simulator's own is `sim.engine.SimOracle`)."""
+
+    def __init__(self, table: dict[str, float]) -> None:
+        self.table = table
+
+    def remaining_s(self, job_id: JobId) -> float | None:
+        return self.table.get(job_id)
+
+
+def oracle_policy(name: str, truth: dict[str, float], **options: Any) -> Any:
+    """Oracle policy `name` with `truth` bound as its oracle."""
+    from slurm_rl.policies import make
+    from slurm_rl.policies.capabilities import OracleReading
+
+    policy = make(name, **options)
+    assert isinstance(policy, OracleReading)
+    policy.bind_oracle(TableOracle(truth))
+    return policy

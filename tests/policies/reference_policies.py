@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobState, JobView, Preempt
-from slurm_rl.policies._common import fmt_dur, submit_key
+from slurm_rl.policies.formatting import fmt_dur
+from slurm_rl.policies.ordering import submit_key
 
 
 def orders(ranked):
@@ -163,7 +164,6 @@ def preemptable(snapshot: ClusterSnapshot) -> list[JobView]:
 @dataclass(frozen=True, kw_only=True)
 class Tiresias:
     name: str = field(default="tiresias", init=False)
-    resizes: ClassVar[bool] = False
     thresholds: tuple[float, ...] = (3600.0,)
     """Queue limits on attained GPU-seconds, ascending; len(thresholds) + 1 queues."""
     promote_knob: float = 8.0
@@ -173,6 +173,9 @@ class Tiresias:
     """Per job: last seen running (or first seen waiting): when its wait started."""
     _base: dict[JobId, float] = field(default_factory=dict, init=False, repr=False,
                                       compare=False)
+
+    def may_preempt(self, job: JobView) -> bool:  # capabilities.Preempting
+        return job.managed and job.state is JobState.RUNNING
 
     def __post_init__(self) -> None:
         th = tuple(float(t) for t in self.thresholds)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import NOW, ids, job, nodes, order_of, running, snap
+from policy_builders import NOW, ids, job, nodes, oracle_policy, order_of, running, snap
 
 from slurm_rl.core import Intent, JobState, Progress
 from slurm_rl.policies import make
@@ -44,12 +44,12 @@ def test_edf_epoch_deadline_is_shown_in_utc() -> None:
     assert "2023-11-14 23:13Z (in 60m)" in make("edf").decide(s).order[0].reason
 
 
-def test_sjf_uses_what_it_can_know_never_the_oracle() -> None:
+def test_sjf_uses_what_it_can_know() -> None:
     s = snap(
-        job("limit", submit=0, time_limit_s=600, oracle_remaining_s=1),
-        job("pred", submit=1, predicted_remaining_s=300, oracle_remaining_s=9999),
+        job("limit", submit=0, time_limit_s=600),
+        job("pred", submit=1, predicted_remaining_s=300),
         job("prog", submit=2, progress=Progress(steps_done=100, steps_total=1100, rate=2.0)),
-        job("none", submit=3, oracle_remaining_s=0.5),
+        job("none", submit=3),
     )
     d = make("sjf").decide(s)
     assert ids(d) == ["pred", "prog", "limit", "none"]
@@ -99,9 +99,19 @@ def test_sjf_history_subtracts_attained_service() -> None:
 
 
 def test_sjf_oracle_orders_by_true_remaining() -> None:
-    s = snap(job("a", oracle_remaining_s=50), job("b", oracle_remaining_s=5),
-             job("c"), job("d", oracle_remaining_s=5, submit=-1))
-    d = make("sjf-oracle").decide(s)
+    truth = {"a": 50, "b": 5, "d": 5}
+    s = snap(job("a"), job("b"),
+             job("c"), job("d", submit=-1))
+    d = oracle_policy("sjf-oracle", truth).decide(s)
     assert ids(d) == ["d", "b", "a", "c"]
     assert all("oracle" in o.reason for o in d.order)
     assert not d.preemptions
+
+
+def test_oracle_policies_without_an_oracle_know_no_true_duration() -> None:
+    # Anywhere but the simulator nothing binds an oracle: submit order, said so.
+    s = snap(job("b", submit=1), job("a", submit=0), nodes=nodes(0))
+    for name in ("sjf-oracle", "srtf-oracle"):
+        d = make(name).decide(s)
+        assert ids(d) == ["a", "b"] and not d.preemptions
+        assert all("no true duration known" in o.reason for o in d.order)

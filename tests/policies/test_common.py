@@ -1,4 +1,4 @@
-"""Shared helpers: estimates, GPU ranges, the per-node capacity model, preemption planning."""
+"""Shared policy helpers: estimates, GPU ranges, the capacity model, preemption planning."""
 
 from __future__ import annotations
 
@@ -17,19 +17,13 @@ from slurm_rl.core import (
     NodeState,
     NodeView,
     Progress,
-)
-from slurm_rl.policies._common import (
-    Capacity,
-    Source,
-    allowed_counts,
-    estimate_remaining,
-    fmt_dur,
-    gpu_range,
     id_key,
-    layout,
-    plan_preemptions,
-    remaining_at,
 )
+from slurm_rl.policies.capacity import Capacity, layout
+from slurm_rl.policies.estimates import Source, estimate_remaining, remaining_at
+from slurm_rl.policies.formatting import fmt_dur
+from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
+from slurm_rl.policies.preemption import plan_preemptions
 
 
 def test_id_key_is_natural() -> None:
@@ -43,9 +37,9 @@ def test_fmt_dur(s: float, text: str) -> None:
     assert fmt_dur(s) == text
 
 
-def test_estimate_chain_and_never_the_oracle() -> None:
+def test_estimate_chain() -> None:
     it = Intent(total_steps=1000)
-    j = job("a", oracle_remaining_s=1.0, time_limit_s=900)
+    j = job("a", time_limit_s=900)
     est = estimate_remaining(j, NOW)
     assert est is not None and est.source is Source.TIME_LIMIT and est.seconds == 900
     r = running("r", start=NOW - 100, time_limit_s=900)
@@ -55,7 +49,7 @@ def test_estimate_chain_and_never_the_oracle() -> None:
     assert est is not None and est.source is Source.PROGRESS and est.seconds == 200
     q = job("q", predicted_remaining_s=77.0, intent=it, progress=Progress(steps_done=0, rate=1))
     assert estimate_remaining(q, NOW).source is Source.PREDICTED  # type: ignore[union-attr]
-    assert estimate_remaining(job("n", oracle_remaining_s=5.0), NOW) is None
+    assert estimate_remaining(job("n"), NOW) is None
     # total steps without a rate: only a known model's profiled throughput gives one.
     assert estimate_remaining(job("u", intent=it), NOW) is None
     k = job("k", intent=Intent(total_steps=1000, model="bert"))

@@ -24,15 +24,9 @@ from slurm_rl.core import (
     NodeView,
 )
 from slurm_rl.policies import make
-from slurm_rl.policies._common import (
-    Capacity,
-    latest_first,
-    managed_pending,
-    orders,
-    plan_by_level,
-    plan_preemptions,
-    submit_key,
-)
+from slurm_rl.policies.capacity import Capacity
+from slurm_rl.policies.ordering import latest_first, managed_pending, orders, submit_key
+from slurm_rl.policies.preemption import plan_by_level, plan_preemptions
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from policy_builders import ids, job, nodes, order_of, preempted, running, snap
+from policy_builders import ids, job, nodes, oracle_policy, order_of, preempted, running, snap
 
 from slurm_rl.core import JobState
 from slurm_rl.policies import make
@@ -11,60 +11,66 @@ from slurm_rl.policies import make
 
 
 def test_srtf_orders_by_true_remaining() -> None:
-    s = snap(job("a", oracle_remaining_s=30), job("b", oracle_remaining_s=10), job("c"),
+    truth = {"a": 30, "b": 10}
+    s = snap(job("a"), job("b"), job("c"),
              nodes=nodes(0))
-    d = make("srtf-oracle").decide(s)
+    d = oracle_policy("srtf-oracle", truth).decide(s)
     assert ids(d) == ["b", "a", "c"]
     assert all("oracle" in o.reason for o in d.order)
     assert not d.preemptions
 
 
 def test_srtf_preempts_the_longest_running_job_when_needed() -> None:
-    s = snap(running("long", gpus=4, oracle_remaining_s=5000),
-             running("longer", gpus=4, oracle_remaining_s=9000),
-             running("short", gpus=4, oracle_remaining_s=10),
-             job("p", gpus=4, oracle_remaining_s=100), nodes=nodes(4, 4, 4))
-    d = make("srtf-oracle").decide(s)
+    truth = {"long": 5000, "longer": 9000, "short": 10, "p": 100}
+    s = snap(running("long", gpus=4),
+             running("longer", gpus=4),
+             running("short", gpus=4),
+             job("p", gpus=4), nodes=nodes(4, 4, 4))
+    d = oracle_policy("srtf-oracle", truth).decide(s)
     assert preempted(d) == ["longer"]
     assert "true remaining 2.5h > 100s of job p (4 GPUs)" in d.preemptions[0].reason
 
 
 def test_srtf_no_preemption_when_it_fits_or_nothing_is_longer() -> None:
-    fits = snap(running("long", gpus=2, oracle_remaining_s=5000),
-                job("p", gpus=2, oracle_remaining_s=100), nodes=nodes(2))
-    assert not make("srtf-oracle").decide(fits).preemptions
-    shorter = snap(running("r", gpus=4, oracle_remaining_s=50),
-                   job("p", gpus=4, oracle_remaining_s=100), nodes=nodes(4))
-    assert not make("srtf-oracle").decide(shorter).preemptions
+    truth = {"long": 5000, "p": 100, "r": 50}
+    fits = snap(running("long", gpus=2),
+                job("p", gpus=2), nodes=nodes(2))
+    assert not oracle_policy("srtf-oracle", truth).decide(fits).preemptions
+    shorter = snap(running("r", gpus=4),
+                   job("p", gpus=4), nodes=nodes(4))
+    assert not oracle_policy("srtf-oracle", truth).decide(shorter).preemptions
 
 
 def test_srtf_margin() -> None:
-    s = snap(running("r", gpus=4, oracle_remaining_s=150),
-             job("p", gpus=4, oracle_remaining_s=100), nodes=nodes(4))
-    assert preempted(make("srtf-oracle").decide(s)) == ["r"]
-    assert not make("srtf-oracle", margin_s=60).decide(s).preemptions
+    truth = {"r": 150, "p": 100}
+    s = snap(running("r", gpus=4),
+             job("p", gpus=4), nodes=nodes(4))
+    assert preempted(oracle_policy("srtf-oracle", truth).decide(s)) == ["r"]
+    assert not oracle_policy("srtf-oracle", truth, margin_s=60).decide(s).preemptions
 
 
 def test_srtf_gang_across_nodes_and_never_for_held_or_unknown() -> None:
+    truth = {"a": 900, "b": 800, "c": 1000, "p": 10, "held": 1}
     # An 8-GPU job needs two whole 4-GPU nodes: both 4-GPU runners go, the 1-GPU one stays.
-    s = snap(running("a", gpus=4, oracle_remaining_s=900),
-             running("b", gpus=4, oracle_remaining_s=800),
-             running("c", gpus=1, oracle_remaining_s=1000),
-             running("unknown", gpus=3), job("p", gpus=8, oracle_remaining_s=10),
-             job("held", gpus=1, held=True, oracle_remaining_s=1),
+    s = snap(running("a", gpus=4),
+             running("b", gpus=4),
+             running("c", gpus=1),
+             running("unknown", gpus=3), job("p", gpus=8),
+             job("held", gpus=1, held=True),
              nodes=nodes(4, 4, 4))
-    d = make("srtf-oracle").decide(s)
+    d = oracle_policy("srtf-oracle", truth).decide(s)
     assert preempted(d) == ["a", "b"]
-    held = snap(running("a", gpus=4, oracle_remaining_s=900),
-                job("held", gpus=4, held=True, oracle_remaining_s=1), nodes=nodes(4))
-    assert not make("srtf-oracle").decide(held).preemptions
+    held = snap(running("a", gpus=4),
+                job("held", gpus=4, held=True), nodes=nodes(4))
+    assert not oracle_policy("srtf-oracle", truth).decide(held).preemptions
 
 
 def test_srtf_does_not_preempt_unmanaged_or_completing_jobs() -> None:
-    s = snap(running("u", gpus=4, oracle_remaining_s=900, managed=False),
-             job("c", state=JobState.COMPLETING, gpus=4, oracle_remaining_s=900),
-             job("p", gpus=4, oracle_remaining_s=1), nodes=nodes(4, 4))
-    assert not make("srtf-oracle").decide(s).preemptions
+    truth = {"u": 900, "c": 900, "p": 1}
+    s = snap(running("u", gpus=4, managed=False),
+             job("c", state=JobState.COMPLETING, gpus=4),
+             job("p", gpus=4), nodes=nodes(4, 4))
+    assert not oracle_policy("srtf-oracle", truth).decide(s).preemptions
 
 
 # --- tiresias ----------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ def test_all_policies_are_installed() -> None:
 
 @pytest.mark.parametrize("name", ALL)
 def test_module_exports_name_and_new(name: str) -> None:
-    module = importlib.import_module(policies._MODULES[name])
+    module = importlib.import_module(f"slurm_rl.policies.{name.replace('-', '_')}")
     assert module.NAME == name
     policy = policies.make(name)
     assert policy.name == name

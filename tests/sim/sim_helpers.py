@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from slurm_rl.core import ClusterSnapshot, Decision
+from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import SimResult, Simulator
 from slurm_rl.sim.trace import TraceJob
@@ -30,9 +30,10 @@ def by_id(result: SimResult) -> dict[str, tuple[float, float]]:
 
 
 @dataclass
-class FakePolicy:
+class OrderOnlyFakePolicy:
     """A test-only policy: `fn(snapshot) -> Decision` (default: no opinion), recording every
-    snapshot it sees."""
+    snapshot it sees. Declares no capability: may only order jobs, and is asked only when
+    that can matter."""
 
     fn: Callable[[ClusterSnapshot], Decision] | None = None
     name: str = "fake"
@@ -41,3 +42,15 @@ class FakePolicy:
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         self.seen.append(snapshot)
         return self.fn(snapshot) if self.fn else Decision(policy=self.name)
+
+
+@dataclass
+class FakePolicy(OrderOnlyFakePolicy):
+    """`OrderOnlyFakePolicy` that may also preempt and resize any job (Preempting, Resizing):
+    asked whenever anything changes."""
+
+    def may_preempt(self, job: JobView) -> bool:
+        return True
+
+    def may_resize(self, job: JobView) -> bool:
+        return True

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass, field
 
 import pytest
-from sim_helpers import FakePolicy, by_id, job, run
+from sim_helpers import FakePolicy, OrderOnlyFakePolicy, by_id, job, run
 
 from slurm_rl import perfmodel
 from slurm_rl.core import (
@@ -20,6 +21,7 @@ from slurm_rl.core import (
     Resize,
 )
 from slurm_rl.policies import make
+from slurm_rl.policies.capabilities import Oracle
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate, from_table
 from slurm_rl.sim.engine import SimulationError, Simulator
 
@@ -130,6 +132,23 @@ def test_invalid_orders_and_preemptions_are_noted() -> None:
     assert any("nope" in s for s in r.note_samples)
 
 
+@dataclass
+class OracleFakePolicy(FakePolicy):
+    """FakePolicy that reads the engine's oracle (OracleReading) at every call: `truth[time]`
+    maps trace job names to true remaining seconds."""
+
+    oracle: Oracle | None = None
+    truth: dict[float, dict[str, float | None]] = field(default_factory=dict)
+
+    def bind_oracle(self, oracle: Oracle | None) -> None:
+        self.oracle = oracle
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        assert self.oracle is not None
+        self.truth[snapshot.time] = {j.name: self.oracle.remaining_s(j.id) for j in snapshot.jobs}
+        return super().decide(snapshot)
+
+
 def test_snapshot_views() -> None:
     seen: list[ClusterSnapshot] = []
 
@@ -143,11 +162,12 @@ def test_snapshot_views() -> None:
 
     jobs = [job("a", 0, 100, 2, total_steps=1000, deadline=500.0), job("b", 50, 10, 4),
             job("c", 55, 10, 4)]
-    r = run(jobs, FakePolicy(fn), nodes=1, gpus_per_node=4, restart_delay_s=20, tick_s=0)
+    policy = OracleFakePolicy(fn)
+    r = run(jobs, policy, nodes=1, gpus_per_node=4, restart_delay_s=20, tick_s=0)
     at = {s.time: s for s in seen}
     a = ids(at[50], JobState.RUNNING)["a"]
     assert a.attained_gpu_s == 100.0 and a.start_time == 0 and a.gpus == 2
-    assert a.oracle_remaining_s == 50.0 and a.predicted_remaining_s == 50.0
+    assert policy.truth[50]["a"] == 50.0 and a.predicted_remaining_s == 50.0
     assert a.progress is not None and (a.progress.steps_done, a.progress.rate) == (500, 10.0)
     assert a.intent is not None and a.intent.deadline == 500.0
     assert isinstance(a, JobView) and a == JobView(**{
@@ -159,11 +179,11 @@ def test_snapshot_views() -> None:
     assert {j.name for j in snap.jobs} == {"a", "b", "c"}  # only active jobs
     pa = ids(snap, JobState.PENDING)["a"]
     assert pa.restarts == 1 and pa.progress is not None and pa.progress.steps_done == 500
-    assert pa.oracle_remaining_s == 50.0 and pa.attained_gpu_s == 100.0
+    assert policy.truth[55]["a"] == 50.0 and pa.attained_gpu_s == 100.0
     assert ids(snap, JobState.PENDING)["c"].progress is None
     b = ids(snap, JobState.RUNNING)["b"]
     assert b.progress is None and b.predicted_remaining_s is None
-    assert b.oracle_remaining_s == 5.0
+    assert policy.truth[55]["b"] == 5.0
     assert by_id(r)["a"] == (0, 60 + 20 + 50)  # b ends 60, a restarts first (submit order)
 
 
@@ -189,8 +209,7 @@ def test_ticks_while_jobs_wait() -> None:
 def test_declared_order_only_policy_is_asked_only_when_it_matters() -> None:
     jobs = [job("a", 0, 100, 1), job("b", 10, 10, 1), job("c", 20, 5, 1), job("d", 300, 1, 1)]
     plain = FakePolicy()
-    declared = FakePolicy()
-    declared.preempts = declared.resizes = False  # type: ignore[attr-defined]
+    declared = OrderOnlyFakePolicy()
     r1 = run(jobs, plain, nodes=1, gpus_per_node=1, tick_s=0)
     r2 = run(jobs, declared, nodes=1, gpus_per_node=1, tick_s=0)
     assert r1.jobs == r2.jobs and r1.intervals == r2.intervals
@@ -313,3 +332,12 @@ def test_cadence_settings_are_checked() -> None:
         EngineConfig(nodes=1, gpus_per_node=1, launch_delay_s=-1)
     with pytest.raises(ValueError, match="placement"):
         EngineConfig(nodes=1, gpus_per_node=1, placement="first-fit")
+
+
+def test_undeclared_preemptions_stop_the_run() -> None:
+    def fn(s: ClusterSnapshot) -> Decision:
+        return Decision(policy="p", preemptions=(Preempt(job_id=JobId("1")),))
+
+    with pytest.raises(SimulationError, match="without declaring"):
+        run([job("a", 0, 10), job("b", 0, 1)], OrderOnlyFakePolicy(fn), nodes=1,
+            gpus_per_node=1)

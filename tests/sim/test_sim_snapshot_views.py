@@ -9,7 +9,7 @@ import dataclasses
 from sim_helpers import FakePolicy, job, run
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView, Preempt
-from slurm_rl.policies._common import Capacity
+from slurm_rl.policies.capacity import Capacity
 
 
 def plain(s: ClusterSnapshot) -> ClusterSnapshot:

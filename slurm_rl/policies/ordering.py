@@ -1,0 +1,85 @@
+"""Ordering helpers: Slurm's default order (submit time, then job id), the managed pending
+jobs in it, and turning a ranking into `JobOrder`s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import operator
+from collections.abc import Iterable
+from itertools import compress, pairwise
+
+from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, id_key
+
+
+def submit_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
+    """Slurm's default order: submit time, ties by job id."""
+    return (job.submit_time, id_key(job.id))
+
+
+def managed_pending(snapshot: ClusterSnapshot) -> list[JobView]:
+    """Pending jobs the daemon may act on, in submit order."""
+    jobs = [j for j in snapshot.pending if j.managed]
+    # Often in submit order already (the simulator's are), and then sorting would keep it as
+    # it is: seen without building every key.
+    for a, b in pairwise(jobs):  # submit_key(b) < submit_key(a), as tuples compare
+        ta, tb = a.submit_time, b.submit_time
+        if (id_key(b.id) < id_key(a.id)) if tb is ta or tb == ta else tb < ta:
+            return sorted(jobs, key=submit_key)
+    return jobs
+
+
+def orders(ranked: Iterable[tuple[JobView, str, int | None]]) -> tuple[JobOrder, ...]:
+    """JobOrders with consecutive ranks from (job, reason, gpus or None) in rank order."""
+    # Built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without running the
+    # frozen dataclass's __init__ (several times cheaper; checked below at import).
+    new, cls = object.__new__, JobOrder
+    out = []
+    for rank, (job, reason, gpus) in enumerate(ranked):
+        order = new(cls)
+        d = order.__dict__
+        d["job_id"] = job.id
+        d["rank"] = rank
+        d["gpus"] = gpus
+        d["reason"] = reason
+        out.append(order)
+    return tuple(out)
+
+
+def _check_orders() -> None:
+    job = JobView(id=JobId("1"), state=JobState.PENDING, submit_time=0.0, gpus=1)
+    made = orders([(job, "why", 2)])
+    if hasattr(JobOrder, "__slots__") or hasattr(JobOrder, "__post_init__") or made != (
+            JobOrder(job_id=job.id, rank=0, gpus=2, reason="why"),) or sorted(
+            vars(made[0])) != sorted(f.name for f in dataclasses.fields(JobOrder)):
+        raise ImportError("slurm_rl.core.JobOrder is no longer a plain frozen dataclass with "
+                          "fields job_id, rank, gpus, reason: update policies.ordering.orders")
+
+
+_check_orders()
+
+
+def latest_first(jobs: list[JobView]) -> list[JobView]:
+    """sorted(jobs, key=submit_key, reverse=True), building the keys only for jobs whose
+    submit time another job has too."""
+    times = list(map(_submit_time, jobs))
+    if any(map(math.isnan, times)):
+        return sorted(jobs, key=submit_key, reverse=True)
+    out = sorted(jobs, key=_submit_time, reverse=True)
+    if len(set(times)) < len(times):  # runs of equal times: by id, stably
+        times = list(map(_submit_time, out))
+        ties = list(compress(range(len(times) - 1), map(operator.eq, times, times[1:])))
+        i = 0
+        while i < len(ties):  # out[start:end] is one run
+            start = ties[i]
+            end = start + 2
+            while i + 1 < len(ties) and ties[i + 1] == end - 1:
+                end += 1
+                i += 1
+            out[start:end] = sorted(out[start:end], key=lambda j: id_key(j.id), reverse=True)
+            i += 1
+    return out
+
+
+_submit_time = operator.attrgetter("submit_time")
