@@ -20,8 +20,10 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.core import Intent, JobId, JobView, NodeView
 from slurm_rl.daemon.limits import (
+    AssocLimits,
     PartitionLimits,
     build_limits,
+    parse_assoc_gpu_limits,
     parse_partitions,
     parse_qos_gpu_limits,
 )
@@ -42,6 +44,7 @@ class Admitted:
     jobs: tuple[JobView, ...]
     """Active jobs (pending and running) as the policy may see them."""
     limits: Mapping[str, PartitionLimits] | None
+    assoc: AssocLimits
     findings: int
     quarantined: int
 
@@ -55,6 +58,9 @@ class Gate:
         self._limits_at = float("-inf")
         self._reported: set[tuple[JobId, str]] = set()
         self._enforcement_known = False
+        self._accounting = False
+        self.assoc: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
+        """Association GPU limits (slurmdbd only), read with the partitions."""
 
     def _check_enforcement(self) -> None:
         """Account and QOS grants count only where slurmctld enforces them (docs/security.md);
@@ -66,6 +72,7 @@ class Gate:
             return
         self._enforcement_known = True
         enforce = accounting_enforce(res.stdout)
+        self._accounting = "accounting_storage/none" not in res.stdout
         self.grants = self.grants.with_enforcement(enforce)
         g = self.grants
         ignored = [k for k, names, on in (
@@ -87,6 +94,11 @@ class Gate:
                     q = self.adapter.runner.run(
                         ["sacctmgr", "-nP", "show", "qos", "format=Name,MaxTRES,MaxTRESPerNode"])
                     self._qos = parse_qos_gpu_limits(q.stdout) if q.ok else {}
+                if self._accounting:
+                    a = self.adapter.runner.run(
+                        ["sacctmgr", "-nP", "show", "assoc",
+                         "format=User,Account,Partition,MaxTRES,MaxTRESPerNode"])
+                    self.assoc = parse_assoc_gpu_limits(a.stdout) if a.ok else {}
             elif self._partitions is None:
                 log.warning("can not read partition limits (%s): GPU counts are not changed "
                             "until they can be read", (res.stderr.strip() or "?")[:200])
@@ -118,7 +130,7 @@ class Gate:
                 else:
                     job = replace(job, intent=first)
             try:
-                job, found = vet(job, self.grants, limits)
+                job, found = vet(job, self.grants, limits, self.assoc)
             except Exception as exc:  # a bug here must cost one job, not the cycle
                 log.warning("job %s left out of this cycle: %s: %s", job.id,
                             type(exc).__name__, exc)
@@ -131,7 +143,7 @@ class Gate:
         self._record(session, findings, now)
         live = {j.id for j in polled.jobs}
         self._reported = {k for k in self._reported if k[0] in live}
-        return Admitted(jobs=tuple(out), limits=limits, findings=len(findings),
+        return Admitted(jobs=tuple(out), limits=limits, assoc=self.assoc, findings=len(findings),
                         quarantined=n_quarantined)
 
     def _record(self, session: Session, findings: Sequence[Finding], now: float) -> None:

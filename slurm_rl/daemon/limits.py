@@ -7,8 +7,8 @@ at what the owner could have asked for in the job's partition (docs/security.md)
 - GPUs per node: the most GPUs any usable node of the partition has (from sinfo's Gres);
 - nodes: the partition's `MaxNodes` (`scontrol show partition -o`), and its node count;
 - where accounting runs (slurmdbd): the partition QOS's `MaxTRESPerJob` / `MaxTRESPerNode`
-  for gres/gpu (`sacctmgr show qos`). Association limits are per user and account and are not
-  read (the count is then still capped by the partition); docs/security.md says so.
+  for gres/gpu (`sacctmgr show qos`), and the job's association's `MaxTRES` /
+  `MaxTRESPerNode` for gres/gpu (`sacctmgr show assoc`: user+account, and the account).
 
 Parsing is pure and tolerant: a field it does not understand means "no limit from this field",
 never an exception; the partition's node shape always applies.
@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from slurm_rl.core import NodeView
+from slurm_rl.core import JobView, NodeView
 
 _MAX = 1 << 31
 
@@ -48,6 +48,47 @@ class PartitionLimits:
         if self.max_gpus_per_node_qos is not None:
             cap = min(cap, self.max_gpus_per_node_qos)
         return cap
+
+    def narrowed(self, per_job: int | None, per_node: int | None) -> PartitionLimits:
+        """These limits with an association's per-job / per-node GPU limits on top."""
+        def tighter(a: int | None, b: int | None) -> int | None:
+            return b if a is None else a if b is None else min(a, b)
+        return replace(self, max_gpus_per_job=tighter(self.max_gpus_per_job, per_job),
+                       max_gpus_per_node_qos=tighter(self.max_gpus_per_node_qos, per_node))
+
+
+AssocLimits = Mapping[tuple[str, str, str], tuple[int | None, int | None]]
+"""(user, account, partition — "" for any) → (GPUs per job, GPUs per node), from slurmdbd."""
+
+
+def parse_assoc_gpu_limits(text: str) -> dict[tuple[str, str, str], tuple[int | None, int | None]]:
+    """`sacctmgr -nP show assoc format=User,Account,Partition,MaxTRES,MaxTRESPerNode`: the
+    associations that limit GPUs (lines without a user are account-level: user "")."""
+    out: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 5:
+            continue
+        per_job, per_node = _gpu_limit(parts[3]), _gpu_limit(parts[4])
+        if per_job is not None or per_node is not None:
+            out[(parts[0], parts[1], parts[2])] = (per_job, per_node)
+    return out
+
+
+def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
+               assoc: AssocLimits | None = None) -> PartitionLimits | None:
+    """What this job's owner may ask for: the partition's limits, narrowed by the most specific
+    association of (user, account) — for this partition, else for any — and then by the
+    account's own association. None: the partition's limits are not known."""
+    if limits is None or (base := limits.get(job.partition)) is None:
+        return None
+    if not assoc:
+        return base
+    for key in ((job.user, job.account, job.partition), (job.user, job.account, ""),
+                ("", job.account, job.partition), ("", job.account, "")):
+        if key in assoc:
+            base = base.narrowed(*assoc[key])
+    return base
 
 
 _FIELD = re.compile(r"(\w+)=(\S*)")

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 
 from slurm_rl.config import TrustConfig
 from slurm_rl.core import Intent, JobId, JobView, ServiceClass
-from slurm_rl.daemon.limits import PartitionLimits
+from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
 from slurm_rl.db.kinds import EventKind
 
 
@@ -73,8 +73,8 @@ class Finding:
     detail: str
 
 
-def vet(job: JobView, grants: Grants, limits: Mapping[str, PartitionLimits] | None
-        ) -> tuple[JobView, tuple[Finding, ...]]:
+def vet(job: JobView, grants: Grants, limits: Mapping[str, PartitionLimits] | None,
+        assoc: AssocLimits | None = None) -> tuple[JobView, tuple[Finding, ...]]:
     """The job as the policy may see it, and what was corrected. Jobs without intent pass."""
     intent = job.intent
     if intent is None:
@@ -95,7 +95,7 @@ def vet(job: JobView, grants: Grants, limits: Mapping[str, PartitionLimits] | No
             detail=f"deadline {intent.deadline:.0f} is more than {grants.deadline_horizon_s:.0f}"
                    " s after submission: ignored"))
     if intent.gpus_min is not None or intent.gpus_max is not None:
-        limit = limits.get(job.partition) if limits is not None else None
+        limit = job_limits(job, limits, assoc)
         top = limit.max_total() if limit is not None else None
         if top is None:
             pass  # limits unknown (not read yet): the actuator checks again before acting
@@ -104,13 +104,13 @@ def vet(job: JobView, grants: Grants, limits: Mapping[str, PartitionLimits] | No
             found.append(Finding(
                 job_id=job.id, kind=EventKind.GPU_LIMITED,
                 detail=f"GPU range {intent.gpus_min}-{intent.gpus_max} exceeds what partition "
-                       f"{job.partition!r} allows a job ({top}): range ignored"))
+                       f"{job.partition!r} allows this job ({top}): range ignored"))
         elif intent.gpus_max is not None and intent.gpus_max > top:
             new = replace(new, gpus_max=top)
             found.append(Finding(
                 job_id=job.id, kind=EventKind.GPU_LIMITED,
                 detail=f"GPU range {intent.gpus_min}-{intent.gpus_max} capped at {top}, what "
-                       f"partition {job.partition!r} allows a job"))
+                       f"partition {job.partition!r} allows this job"))
     if not found:
         return job, ()
     return replace(job, intent=new), tuple(found)

@@ -18,7 +18,12 @@ from slurm_rl.core import (
     ServiceClass,
 )
 from slurm_rl.daemon.actuator import plan_changes
-from slurm_rl.daemon.limits import build_limits, parse_partitions, parse_qos_gpu_limits
+from slurm_rl.daemon.limits import (
+    build_limits,
+    parse_assoc_gpu_limits,
+    parse_partitions,
+    parse_qos_gpu_limits,
+)
 from slurm_rl.daemon.trust import Grants, accounting_enforce, vet
 from slurm_rl.db.kinds import ActionKind, EventKind
 
@@ -151,3 +156,22 @@ def test_unsafe_job_ids_never_reach_scontrol() -> None:
     plan = plan_changes(decision, snapshot(bad))
     assert plan.changes == ()
     assert "not a plain Slurm job id" in plan.skipped[0].why
+
+
+def test_association_limits_narrow_the_partition() -> None:
+    # `sacctmgr -nP show assoc format=User,Account,Partition,MaxTRES,MaxTRESPerNode` as slurmdbd
+    # prints it (no slurmdbd on the test cluster: the format is from sacctmgr's documentation).
+    text = ("|lab||gres/gpu=8|\n"           # the account: 8 GPUs a job
+            "alice|lab||cpu=16,gres/gpu=2|\n"  # alice in lab: 2 a job
+            "bob|lab|gpu||gres/gpu=1\n"       # bob in lab, partition gpu: 1 a node
+            "carol|lab||cpu=4|\n")            # no GPU limit: not listed
+    assoc = parse_assoc_gpu_limits(text)
+    assert assoc == {("", "lab", ""): (8, None), ("alice", "lab", ""): (2, None),
+                     ("bob", "lab", "gpu"): (None, 1)}
+    limits = build_limits(nodes(), parse_partitions(PARTITION_LINE))
+    wide = Intent(gpus_min=1, gpus_max=16)
+    for user, top in (("alice", 2), ("bob", 4), ("carol", 8), ("dave", 8)):
+        vetted, _ = vet(job(wide, user=user, account="lab"), Grants(), limits, assoc)
+        assert vetted.intent is not None and vetted.intent.gpus_max == top, user
+    other = job(wide, user="alice", account="elsewhere")
+    assert vet(other, Grants(), limits, assoc)[0].intent.gpus_max == 16  # type: ignore[union-attr]
