@@ -29,7 +29,8 @@ from slurm_rl.config import Config
 from slurm_rl.core import Intent
 from slurm_rl.daemon.actuator import ScontrolExecutor
 from slurm_rl.daemon.cli import scope_rule
-from slurm_rl.daemon.loop import CycleReport, Daemon
+from slurm_rl.daemon.loop import Daemon
+from slurm_rl.daemon.report import CycleReport
 from slurm_rl.db.engine import make_engine, make_session_factory
 from slurm_rl.db.migrate import upgrade
 from slurm_rl.slurm.adapter import SlurmAdapter

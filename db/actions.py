@@ -138,11 +138,6 @@ def plan_actions(session: Session, specs: Sequence[ActionSpec], *, at: float) ->
     return ids
 
 
-def plan_action(session: Session, spec: ActionSpec, *, at: float) -> int:
-    """`plan_actions` for one action."""
-    return plan_actions(session, [spec], at=at)[0]
-
-
 def finish_actions(session: Session, outcomes: Sequence[ActionOutcome], *, at: float) -> None:
     """Record how PLANNED actions ended and COMMIT. Raises ActionLogError, writing nothing,
     if any of them is unknown or already finished."""
@@ -175,23 +170,6 @@ def finish_actions(session: Session, outcomes: Sequence[ActionOutcome], *, at: f
     stmt = update(_actions).where(_actions.c.id == bindparam("b_id"))
     session.connection().execute(stmt, rows)
     session.commit()
-
-
-def finish_action(
-    session: Session,
-    action_id: int,
-    *,
-    exit_code: int | None,
-    output: str = "",
-    at: float,
-    status: ActionStatus | None = None,
-) -> None:
-    """`finish_actions` for one action."""
-    finish_actions(
-        session,
-        [ActionOutcome(action_id=action_id, exit_code=exit_code, output=output, status=status)],
-        at=at,
-    )
 
 
 def pending_actions(session: Session) -> list[ActionRecord]:

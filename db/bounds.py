@@ -14,6 +14,7 @@ import math
 from typing import Any
 
 from slurm_rl.core import Intent, JobView, Progress
+from slurm_rl.submit.tags import INTENT_KEYS
 
 INT_MIN = -(2**63)
 INT_MAX = 2**63 - 1
@@ -63,6 +64,12 @@ def storable_text(value: Any, limit: int | None = TEXT_MAX) -> str:
     return text if limit is None or len(text) <= limit else text[:limit - 1] + "…"
 
 
+_NUMBER_CHECKS = {"epoch": storable_time, "gpus": storable_count, "count": storable_count}
+_INTENT_NUMBERS = {name: _NUMBER_CHECKS[kind] for name, _, kind, _ in INTENT_KEYS
+                   if kind in _NUMBER_CHECKS}
+"""Intent field -> the check its stored value must pass (from the codec's kinds)."""
+
+
 def bounded_intent(intent: Intent | None) -> tuple[Intent | None, tuple[str, ...]]:
     """The intent with every unstorable value dropped (None), and the names of those fields.
 
@@ -72,10 +79,7 @@ def bounded_intent(intent: Intent | None) -> tuple[Intent | None, tuple[str, ...
     """
     if intent is None:
         return None, ()
-    checks = {
-        "deadline": storable_time, "gpus_min": storable_count, "gpus_max": storable_count,
-        "total_steps": storable_count, "batch_size": storable_count,
-    }
+    checks = _INTENT_NUMBERS
     dropped: dict[str, Any] = {}
     for name, check in checks.items():
         value = getattr(intent, name)

@@ -36,16 +36,13 @@ class EntryKind(enum.Enum):
 
 
 class ActionKind(enum.Enum):
-    """One `scontrol` change the actuator makes (possibly for many jobs in one call)."""
+    """One `scontrol` change the actuator makes (possibly for many jobs in one call). Only what
+    the actuator really does: it neither resizes nor preempts running jobs (docs/daemon.md)."""
 
     SITE_FACTOR = "site_factor"
     PRIORITY = "priority"
     TRES_PER_NODE = "tres_per_node"
-    NUM_NODES = "num_nodes"
-    REQUEUE_HOLD = "requeuehold"
-    REQUEUE = "requeue"
-    HOLD = "hold"
-    RELEASE = "release"
+    """A pending job's GPUs per node (`TresPerNode`), with `NumNodes` when that changes too."""
 
 
 class ActionStatus(enum.Enum):

@@ -24,7 +24,7 @@ from types import TracebackType
 from typing import cast
 from urllib.parse import quote
 
-from sqlalchemy import Table, delete, select
+from sqlalchemy import Table, delete
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.orm import Session
 
@@ -225,9 +225,3 @@ def clear_holder(session: Session, holder: Holder) -> None:
                                           _holder.c.host == holder.host))
     session.commit()
 
-
-def stored_holder(session: Session) -> Holder | None:
-    row = session.execute(select(_holder).where(_holder.c.id == 1)).first()
-    if row is None:
-        return None
-    return Holder(pid=row.pid, host=row.host, started_at=row.started_at, version=row.version)

@@ -12,17 +12,18 @@ reload ORM objects (`populate_existing=True`) after calling these.
 
 from __future__ import annotations
 
+import enum
 import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, TypeVar, cast
 
-from sqlalchemy import Table, case, func, select
+from sqlalchemy import Table, case, select
 from sqlalchemy.dialects.sqlite import insert
 from sqlalchemy.orm import Session
 
-from slurm_rl.core import Intent, JobId, JobState, JobView, NodeView, ServiceClass
+from slurm_rl.core import Intent, JobId, JobState, JobView, NodeView
 
 from .bounds import (
     bounded_job,
@@ -49,10 +50,11 @@ _TRACKED = (
     "user", "name", "partition", "state", "submit_time", "start_time", "end_time", "gpus",
     "nodes", "time_limit_s", "managed", "user_comment", "intent_last",
 )
-_INTENT = (
-    "deadline", "hard", "service_class", "gpus_min", "gpus_max", "elastic", "total_steps",
-    "model", "batch_size",
-)
+_INTENT = tuple(f.name for f in fields(Intent))
+"""The job row's intent columns: named as Intent's fields (a test checks models.Job has them)."""
+_INTENT_JSON_KEYS = tuple({"service_class": "class"}.get(name, name) for name in _INTENT)
+"""intent_json's keys, in Intent's field order: its field names but "class" (the stored
+`intent_last` values compare as text, so these may never change)."""
 _STATE = _TRACKED.index("state")
 _COMMENT = _TRACKED.index("user_comment")
 _INTENT_LAST = _TRACKED.index("intent_last")
@@ -93,28 +95,18 @@ def intent_json(intent: Intent | None) -> str | None:
     """
     if intent is None:
         return None
-    return json.dumps(
-        {
-            "deadline": intent.deadline, "hard": intent.hard,
-            "class": intent.service_class.value, "gpus_min": intent.gpus_min,
-            "gpus_max": intent.gpus_max, "elastic": intent.elastic,
-            "total_steps": intent.total_steps, "model": intent.model,
-            "batch_size": intent.batch_size,
-        },
-        separators=(",", ":"),
-    )
+    values = (_json_value(getattr(intent, name)) for name in _INTENT)
+    return json.dumps(dict(zip(_INTENT_JSON_KEYS, values, strict=True)), separators=(",", ":"))
+
+
+def _json_value(value: object) -> object:
+    return value.value if isinstance(value, enum.Enum) else value
 
 
 def _intent_columns(intent: Intent | None) -> dict[str, Any]:
     if intent is None:
         return dict.fromkeys(_INTENT)
-    return {
-        "deadline": intent.deadline, "hard": intent.hard,
-        "service_class": intent.service_class, "gpus_min": intent.gpus_min,
-        "gpus_max": intent.gpus_max, "elastic": intent.elastic,
-        "total_steps": intent.total_steps, "model": intent.model,
-        "batch_size": intent.batch_size,
-    }
+    return {name: getattr(intent, name) for name in _INTENT}
 
 
 def _tracked(
@@ -146,13 +138,9 @@ def _recorded_intents(session: Session, ids: Sequence[str]) -> dict[str, Intent]
 
 
 def _intent_from(values: Sequence[Any]) -> Intent:
-    d = dict(zip(_INTENT, values, strict=True))
-    return Intent(
-        deadline=d["deadline"], hard=bool(d["hard"]),
-        service_class=d["service_class"] or ServiceClass.STANDARD,
-        gpus_min=d["gpus_min"], gpus_max=d["gpus_max"], elastic=bool(d["elastic"]),
-        total_steps=d["total_steps"], model=d["model"], batch_size=d["batch_size"],
-    )
+    """The Intent of a row's intent columns (NULL: the field's default)."""
+    stored = {name: v for name, v in zip(_INTENT, values, strict=True) if v is not None}
+    return Intent(**stored)
 
 
 _T = TypeVar("_T")
@@ -325,13 +313,6 @@ def _upsert_progress(session: Session, jobs: Sequence[JobView], *, now: float,
     return len(rows)
 
 
-def active_job_ids(session: Session) -> set[JobId]:
-    """Jobs stored as pending or running: compare with a poll to find jobs Slurm forgot."""
-    live = [s for s in JobState if not s.is_finished]
-    query = select(_jobs.c.job_id).where(_jobs.c.state.in_(live))
-    return {JobId(r[0]) for r in session.execute(query)}
-
-
 def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: float) -> int:
     """Upsert the nodes and store GPU samples not stored before; returns samples stored.
 
@@ -380,6 +361,3 @@ def record_node_samples(session: Session, nodes: Sequence[NodeView], *, now: flo
         session.execute(ins, sample_rows)
     return len(sample_rows)
 
-
-def count_rows(session: Session, model: type[Any]) -> int:
-    return int(session.execute(select(func.count()).select_from(model)).scalar_one())

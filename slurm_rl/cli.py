@@ -11,12 +11,13 @@ _COMMANDS: dict[str, str] = {
     "admin": "slurm_rl.trust_lua:admin",
     "db": "slurm_rl.db.cli:db",
     "daemon": "slurm_rl.daemon.cli:daemon",
-    "agent": "slurm_rl.agent:agent",
+    "agent": "slurm_rl.nvml_agent:agent",
     "explain": "slurm_rl.daemon.cli:explain",
     "progress": "slurm_rl.progress:progress_command",
     "simulate": "slurm_rl.sim.cli:simulate",
     "evaluate": "slurm_rl.sim.evaluate:evaluate",
     "policies": "slurm_rl.cli:policies_command",
+    "gittins-table": "slurm_rl.gittins_table:gittins_table",
 }
 
 

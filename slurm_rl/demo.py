@@ -175,7 +175,7 @@ def _fmt(t: float | None, t0: float) -> str:
     return "-" if t is None else f"{t - t0:5.0f}s"
 
 
-def summary(results: dict[str, list[Outcome]]) -> None:
+def print_summary(results: dict[str, list[Outcome]]) -> None:
     table = Table(title="deadlines and finish times (seconds after each run's first submission)")
     table.add_column("job")
     table.add_column("GPUs", justify="right")
@@ -212,7 +212,7 @@ def main() -> None:
     _cancel_leftovers()
     results = {policy: run_policy(policy) for policy in POLICIES}
     console.rule("[bold]summary")
-    summary(results)
+    print_summary(results)
 
 
 if __name__ == "__main__":

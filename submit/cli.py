@@ -30,8 +30,9 @@ from slurm_rl.submit.tags import PROGRESS_RESERVE_BYTES, CommentError, join_comm
 SBATCH = "sbatch"
 
 
-class Plan:
-    """What rlsbatch will do: run `argv` (feeding `stdin` if set), or only show it."""
+class Submission:
+    """The sbatch call rlsbatch will make: exec `argv` (feeding `stdin` if set), or only show
+    it (--rl-dry-run). Not a dataclass: rlsbatch imports nothing it can avoid (start-up)."""
 
     __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name")
 
@@ -48,33 +49,33 @@ class Plan:
         self.script_name = script_name
 
 
-def make_plan(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
-              query: Callable[[], dict[str, tuple[bool, int, int]]] | None = None,
-              now: float | None = None) -> Plan:
+def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
+                    query: Callable[[], dict[str, tuple[bool, int, int]]] | None = None,
+                    now: float | None = None) -> Submission:
     """Everything short of running sbatch: raises UsageError for bad input."""
     scan = scan_command_line(args)
     names = {o.name for o in scan.rl}
     dry_run = bool(names & {"rl-dry-run", "dry-run"})
     if "rl-help" in names:
-        return Plan([], show_help=True)
+        return Submission([], show_help=True)
     rl_given = bool(names - {"rl-dry-run", "dry-run"})
     sb_names = {o.name for o in scan.sbatch}
     if scan.error is not None or sb_names & {"help", "usage", "version"}:
         # sbatch prints its complaint (or its help) and exits before reading any script.
-        return Plan([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run,
+        return Submission([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run,
                     show_help="help" in sb_names and scan.error is None)
     if scan.hetjob:
         if rl_given:
             raise UsageError("heterogeneous jobs (':' between components) are handed to sbatch "
                              "untouched; --rl-* flags can't be used with them")
-        return Plan([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run)
+        return Submission([SBATCH, *scan.kept, *scan.rest], dry_run=dry_run)
 
     stdin, directives, script_name = _read_script(scan, read_stdin)
     if directives.hetjob:
         if rl_given or directives.rl.rl:
             raise UsageError(f"{script_name}: heterogeneous jobs (#SBATCH hetjob) are handed to "
                              "sbatch untouched; --rl-* flags can't be used with them")
-        return Plan([SBATCH, *scan.kept, *scan.rest], stdin=stdin, dry_run=dry_run,
+        return Submission([SBATCH, *scan.kept, *scan.rest], stdin=stdin, dry_run=dry_run,
                     script_name=script_name)
 
     flags = [(o.name, o.value, o.where) for o in directives.rl.rl + scan.rl]
@@ -95,7 +96,7 @@ def make_plan(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], 
     except CommentError as exc:
         raise UsageError(str(exc)) from None
     argv = [SBATCH, *scan.kept, *added, f"--comment={comment}", *scan.rest]
-    return Plan(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
+    return Submission(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
                 script_name=script_name)
 
 
@@ -179,54 +180,54 @@ def _shell_underscore(program: str) -> None:
             return
 
 
-def _print_plan(plan: Plan) -> None:
+def _print_submission(sub: Submission) -> None:
     import shlex
 
-    print("sbatch command:", shlex.join(plan.argv))
-    if plan.stdin is not None:
-        print(f"script: on stdin ({len(plan.stdin)} bytes)")
-    if plan.intent is None or plan.comment is None:
+    print("sbatch command:", shlex.join(sub.argv))
+    if sub.stdin is not None:
+        print(f"script: on stdin ({len(sub.stdin)} bytes)")
+    if sub.intent is None or sub.comment is None:
         print("intent: none (handed to sbatch untouched; slurm-rl will not manage this job)")
         return
     from slurm_rl.submit.intent import decode_comment
 
-    decoded = decode_comment(plan.comment)
-    print("comment:", plan.comment)
+    decoded = decode_comment(sub.comment)
+    print("comment:", sub.comment)
     print("user comment:", repr(decoded.user_comment))
     print("intent:", decoded.intent)
-    if plan.intent.deadline is not None:
+    if sub.intent.deadline is not None:
         import time
 
-        when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(plan.intent.deadline))
-        print(f"deadline: {when} (epoch {int(plan.intent.deadline)})")
+        when = time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(sub.intent.deadline))
+        print(f"deadline: {when} (epoch {int(sub.intent.deadline)})")
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
-        plan = make_plan(args, os.environ, _read_stdin)
+        sub = make_submission(args, os.environ, _read_stdin)
     except UsageError as exc:
         sys.stderr.write(f"rlsbatch: error: {exc.message}\n")
         return exc.exit_code
-    if not plan.argv:
+    if not sub.argv:
         sys.stdout.write(HELP)
         return 0
-    if plan.dry_run:
-        _print_plan(plan)
+    if sub.dry_run:
+        _print_submission(sub)
         return 0
-    if plan.show_help:
+    if sub.show_help:
         import subprocess
 
-        code = subprocess.run(plan.argv, check=False).returncode
+        code = subprocess.run(sub.argv, check=False).returncode
         sys.stdout.write("\n" + HELP)
         return code
-    if plan.stdin is not None:
-        _feed_stdin(plan.stdin)
-    _shell_underscore(plan.argv[0])
+    if sub.stdin is not None:
+        _feed_stdin(sub.stdin)
+    _shell_underscore(sub.argv[0])
     sys.stdout.flush()
     try:
-        os.execvp(plan.argv[0], plan.argv)
+        os.execvp(sub.argv[0], sub.argv)
     except OSError as exc:
-        sys.stderr.write(f"rlsbatch: error: can't run {plan.argv[0]}: {exc.strerror}\n")
+        sys.stderr.write(f"rlsbatch: error: can't run {sub.argv[0]}: {exc.strerror}\n")
         return 127
     return 0  # not reached: execvp does not return

@@ -12,6 +12,8 @@ under Slurm 22.05's 1024-byte limit (longer comments are refused at submission).
     g  GPU range min-max              e  elastic (flag)          s  total steps
     m  model name                     b  batch size
 
+(the table `tags.INTENT_KEYS` defines them, for the encoder and the decoder alike)
+
 Every number is ASCII digits within the bounds in `tags.py` (GPUs 1..4096, steps and batch
 below 2**53, deadlines in 2000..2100); a tag that breaks any rule decodes as no intent.
 
@@ -27,6 +29,8 @@ from dataclasses import dataclass
 
 from slurm_rl.core import Intent, Progress, ServiceClass
 from slurm_rl.submit.tags import (
+    INTENT_FIELDS,
+    INTENT_KEYS,
     MAX_COMMENT_BYTES,
     MAX_EPOCH,
     MAX_GPUS,
@@ -70,17 +74,9 @@ class DecodedComment:
 
 def encode_intent(intent: Intent) -> str:
     """The `{rl1:...}` tag for an intent."""
-    return encode_intent_values(
-        deadline=intent.deadline,
-        hard=intent.hard,
-        service_class=intent.service_class.value,
-        gpus_min=intent.gpus_min,
-        gpus_max=intent.gpus_max,
-        elastic=intent.elastic,
-        total_steps=intent.total_steps,
-        model=intent.model,
-        batch_size=intent.batch_size,
-    )
+    values = {name: getattr(intent, name) for name in INTENT_FIELDS}
+    values["service_class"] = intent.service_class.value
+    return encode_intent_values(**values)
 
 
 def encode_progress(progress: Progress) -> str:
@@ -148,42 +144,58 @@ def decode_comment(comment: str | None) -> DecodedComment:
     return DecodedComment(user_comment=text[: m.start()], intent=intent, progress=prog)
 
 
-_FLAGS = {"h": "hard", "e": "elastic"}
-_INTS = {"s": "total_steps", "b": "batch_size"}
+def _by_key() -> dict[str, tuple[str, tuple[str, ...]]]:
+    """Comment key -> (kind, the Intent fields it holds, in order), from `tags.INTENT_KEYS`."""
+    out: dict[str, tuple[str, tuple[str, ...]]] = {}
+    for name, key, kind, _ in INTENT_KEYS:
+        out[key] = (kind, (out[key][1] if key in out else ()) + (name,))
+    return out
+
+
+_BY_KEY = _by_key()
+
+
+def _decode_value(kind: str, value: str) -> tuple[object, ...] | None:
+    """The field values one `key=value` item holds, or None if malformed or out of bounds."""
+    if kind == "epoch":
+        when = ascii_int(value, MIN_EPOCH, MAX_EPOCH)
+        return None if when is None else (float(when),)
+    if kind == "count":
+        count = ascii_int(value, 1, MAX_INT)
+        return None if count is None else (count,)
+    if kind == "class":
+        return (ServiceClass(value),) if value in SERVICE_CLASSES else None
+    if kind == "model":
+        return (value,) if valid_model_name(value) else None
+    if kind == "gpus":
+        lo_s, dash, hi_s = value.partition("-")
+        lo = ascii_int(lo_s, 1, MAX_GPUS) if lo_s else None
+        hi = ascii_int(hi_s, 1, MAX_GPUS) if hi_s else None
+        if (not dash or (lo_s and lo is None) or (hi_s and hi is None)
+                or (lo is None and hi is None) or (lo and hi and lo > hi)):
+            return None
+        return lo, hi
+    raise AssertionError(f"unknown intent kind {kind!r}")
 
 
 def _decode_intent(body: str) -> Intent | None:
     """The intent in a `{rl1:...}` body, or None if any field is malformed or out of bounds."""
     fields: dict[str, object] = {}
+    seen: set[str] = set()
     for item in filter(None, body.split(",")):
         key, eq, value = item.partition("=")
-        if key in _FLAGS and not eq:
-            name: str = _FLAGS[key]
-            parsed: object = True
-        elif key in _INTS and eq:
-            name, parsed = _INTS[key], ascii_int(value, 1, MAX_INT)
-        elif key == "d" and eq:
-            when = ascii_int(value, MIN_EPOCH, MAX_EPOCH)
-            name, parsed = "deadline", None if when is None else float(when)
-        elif key == "c" and eq and value in SERVICE_CLASSES:
-            name, parsed = "service_class", ServiceClass(value)
-        elif key == "m" and eq and valid_model_name(value):
-            name, parsed = "model", value
-        elif key == "g" and eq:
-            lo_s, dash, hi_s = value.partition("-")
-            lo = ascii_int(lo_s, 1, MAX_GPUS) if lo_s else None
-            hi = ascii_int(hi_s, 1, MAX_GPUS) if hi_s else None
-            if (not dash or (lo_s and lo is None) or (hi_s and hi is None)
-                    or (lo is None and hi is None) or (lo and hi and lo > hi)
-                    or "gpus_max" in fields):
-                return None
-            fields["gpus_min"], fields["gpus_max"] = lo, hi
-            continue
+        spec = _BY_KEY.get(key)
+        if spec is None or key in seen:
+            return None  # an unknown key, or a key given twice
+        seen.add(key)
+        kind, names = spec
+        if kind == "flag":
+            parsed: tuple[object, ...] | None = None if eq else (True,)
         else:
-            return None  # unknown key, a flag with a value, a value without one
-        if parsed is None or name in fields:
-            return None  # a bad value, or a key given twice
-        fields[name] = parsed
+            parsed = _decode_value(kind, value) if eq else None
+        if parsed is None:
+            return None  # a flag with a value, a value without one, or a bad value
+        fields.update(zip(names, parsed, strict=True))
     try:
         return Intent(**fields)  # type: ignore[arg-type]
     except (TypeError, ValueError):

@@ -11,6 +11,7 @@ import time
 
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.tags import (
+    INTENT_FIELDS,
     MAX_EPOCH,
     MAX_GPUS,
     MAX_INT,
@@ -147,10 +148,11 @@ class IntentValues:
     """The intent as plain values, with `slurm_rl.core.Intent`'s field names.
 
     Not the `Intent` dataclass itself: importing slurm_rl.core costs more than sbatch does.
+    The slots are `tags.INTENT_FIELDS`; the typed defaults below must name the same fields
+    (a test checks them against the table's defaults).
     """
 
-    __slots__ = ("deadline", "hard", "service_class", "gpus_min", "gpus_max", "elastic",
-                 "total_steps", "model", "batch_size")
+    __slots__ = INTENT_FIELDS
 
     def __init__(self) -> None:
         self.deadline: float | None = None
@@ -169,11 +171,7 @@ class IntentValues:
     def tag(self) -> str:
         """The `{rl1:...}` tag (see submit/intent.py for the format)."""
         try:
-            return encode_intent_values(
-                deadline=self.deadline, hard=self.hard, service_class=self.service_class,
-                gpus_min=self.gpus_min, gpus_max=self.gpus_max, elastic=self.elastic,
-                total_steps=self.total_steps, model=self.model, batch_size=self.batch_size,
-            )
+            return encode_intent_values(**self.as_dict())
         except CommentError as exc:
             raise UsageError(str(exc)) from None
 

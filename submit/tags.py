@@ -108,49 +108,74 @@ def valid_model_name(name: str) -> bool:
     return 1 <= len(name) <= 40 and all(ch in _MODEL_CHARS for ch in name)
 
 
-def encode_intent_values(
-    *,
-    deadline: float | None = None,
-    hard: bool = False,
-    service_class: str = "standard",
-    gpus_min: int | None = None,
-    gpus_max: int | None = None,
-    elastic: bool = False,
-    total_steps: int | None = None,
-    model: str | None = None,
-    batch_size: int | None = None,
-) -> str:
-    """The `{rl1:...}` tag for an intent given as plain values (`Intent`'s field names)."""
-    if deadline is not None:
-        check_number("deadline", deadline, MIN_EPOCH, MAX_EPOCH)
-    for name, value, top in (("gpus_min", gpus_min, MAX_GPUS), ("gpus_max", gpus_max, MAX_GPUS),
-                             ("total_steps", total_steps, MAX_INT),
-                             ("batch_size", batch_size, MAX_INT)):
-        if value is not None:
-            check_int(name, value, 1, top)
+INTENT_KEYS: tuple[tuple[str, str, str, object], ...] = (
+    # (Intent field, comment key, kind, default), in the order the tag writes them
+    ("deadline", "d", "epoch", None),
+    ("hard", "h", "flag", False),
+    ("service_class", "c", "class", "standard"),
+    ("gpus_min", "g", "gpus", None),
+    ("gpus_max", "g", "gpus", None),
+    ("elastic", "e", "flag", False),
+    ("total_steps", "s", "count", None),
+    ("model", "m", "model", None),
+    ("batch_size", "b", "count", None),
+)
+"""The intent's fields, defined once for everything that can import nothing: the comment codec
+(this encoder and `intent.py`'s decoder read their keys and kinds from it) and rlsbatch's
+`IntentValues` (its slots); `db/bounds.py` picks its storage checks by kind. Kinds: `epoch`
+d=<epoch seconds>; `flag` the key alone when true; `class` c=<SERVICE_CLASSES>, left out when
+standard; `gpus` g=<min>-<max>, both fields under one key, either end may be empty; `count` a
+whole number 1..MAX_INT; `model` a model name.
+
+`slurm_rl.core.Intent` keeps its own typed field list (mypy and the dataclass need it
+spelled out, and this module may not import dataclasses); `db/repo.py` derives its columns
+and JSON from `dataclasses.fields(Intent)`. tests/submit/test_intent_fields.py checks that
+Intent, this table, `IntentValues` and the database columns name the same fields, in the same
+order, with the same defaults."""
+
+INTENT_FIELDS = tuple(name for name, _, _, _ in INTENT_KEYS)
+
+
+def encode_intent_values(**values: object) -> str:
+    """The `{rl1:...}` tag for an intent given as plain values, by `Intent`'s field names (a
+    field not given has its default; the class is a string)."""
+    unknown = set(values) - set(INTENT_FIELDS)
+    if unknown:
+        raise TypeError(f"not intent fields: {', '.join(sorted(unknown))}")
     parts: list[str] = []
-    if deadline is not None:
-        parts.append(f"d={int(round(deadline))}")
-    if hard:
-        parts.append("h")
-    if service_class != "standard":
-        parts.append(f"c={normalize_service_class(service_class)}")
-    if gpus_min is not None or gpus_max is not None:
-        lo = "" if gpus_min is None else str(gpus_min)
-        hi = "" if gpus_max is None else str(gpus_max)
-        parts.append(f"g={lo}-{hi}")
-    if elastic:
-        parts.append("e")
-    if total_steps is not None:
-        parts.append(f"s={total_steps}")
-    if model is not None:
-        if not valid_model_name(model):
-            raise CommentError(
-                f"model name {model!r}: use 1-40 letters, digits, '_', '.' or '-'"
-            )
-        parts.append(f"m={model}")
-    if batch_size is not None:
-        parts.append(f"b={batch_size}")
+    for name, key, kind, default in INTENT_KEYS:
+        value = values.get(name, default)
+        if kind == "flag":
+            if value:
+                parts.append(key)
+        elif kind == "class":
+            if value != default:
+                parts.append(f"c={normalize_service_class(str(value))}")
+        elif kind == "gpus":
+            if name != "gpus_min":
+                continue  # written with gpus_min: one key for the range
+            lo, hi = value, values.get("gpus_max")
+            for end, top in (("gpus_min", lo), ("gpus_max", hi)):
+                if top is not None:
+                    check_int(end, top, 1, MAX_GPUS)
+            if lo is not None or hi is not None:
+                parts.append(f"{key}={'' if lo is None else lo}-{'' if hi is None else hi}")
+        elif value is None:
+            continue
+        elif kind == "epoch":
+            check_number(name, value, MIN_EPOCH, MAX_EPOCH)  # so `value` is an int or a float
+            parts.append(f"{key}={int(round(value))}")  # type: ignore[call-overload]
+        elif kind == "count":
+            check_int(name, value, 1, MAX_INT)
+            parts.append(f"{key}={value}")
+        elif kind == "model":
+            if not (isinstance(value, str) and valid_model_name(value)):
+                raise CommentError(
+                    f"model name {value!r}: use 1-40 letters, digits, '_', '.' or '-'"
+                )
+            parts.append(f"{key}={value}")
+        else:
+            raise AssertionError(f"intent field {name}: unknown kind {kind!r}")
     return "{" + VERSION + ":" + ",".join(parts) + "}"
 
 

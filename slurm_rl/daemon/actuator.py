@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from slurm_rl.config import Actuation
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
-from slurm_rl.daemon.limits import PartitionLimits
-from slurm_rl.db.kinds import ActionKind
+from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
+from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
 
 _SAFE_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?")
@@ -27,6 +27,14 @@ _SAFE_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?")
 
 MAX_IDS_PER_COMMAND = 1000
 """Job ids per `update` line (a line of 1000 ids is ~8 kB; scontrol took 3000 in a test)."""
+
+NOT_APPLIED: Mapping[EntryKind, str] = {
+    EntryKind.RESIZE: "not applied: the daemon does not resize running jobs",
+    EntryKind.PREEMPT: "not applied: the daemon does not preempt running jobs",
+}
+"""Why a Decision's resizes and preemptions stay on paper: the daemon applies the order of
+pending jobs and their GPU counts only (docs/daemon.md). Shown as skip reasons, in the cycle's
+notes and by `slurm-rl explain`."""
 
 
 def action_kind(mode: Actuation) -> ActionKind:
@@ -118,10 +126,12 @@ def parse_change(kind: ActionKind, argv: Sequence[str]) -> Change:
 class Skip:
     job_id: JobId
     why: str
+    entry: EntryKind = EntryKind.ORDER
+    """The part of the decision skipped: a job's order (or GPU count), a resize, a preemption."""
 
 
 @dataclass(frozen=True, kw_only=True)
-class Plan:
+class ChangePlan:
     changes: tuple[Change, ...]
     skipped: tuple[Skip, ...] = ()
     unchanged: int = 0
@@ -130,6 +140,15 @@ class Plan:
     @property
     def jobs_touched(self) -> int:
         return sum(len(c.job_ids) for c in self.changes)
+
+    def not_applied_note(self) -> str | None:
+        """One line on the decision's resizes and preemptions, None when it had none."""
+        resizes = sum(1 for s in self.skipped if s.entry is EntryKind.RESIZE)
+        preempts = sum(1 for s in self.skipped if s.entry is EntryKind.PREEMPT)
+        if not (resizes or preempts):
+            return None
+        return (f"not applied: {resizes} resize(s) and {preempts} preemption(s) of running "
+                "jobs (the daemon applies the order and GPU counts of pending jobs only)")
 
 
 def gpu_request(total: int, node_cap: int) -> tuple[int, int] | None:
@@ -155,19 +174,22 @@ def plan_changes(
     gpus_per_job: frozenset[JobId] = frozenset(),
     max_ids: int = MAX_IDS_PER_COMMAND,
     limits: Mapping[str, PartitionLimits] | None = None,
-) -> Plan:
+    assoc: AssocLimits | None = None,
+) -> ChangePlan:
     """The fewest changes that make Slurm reflect `decision`.
 
     `known_values`: the SiteFactor each job has in Slurm as far as we know (the last action
     that finished DONE; 22.05 shows SiteFactor nowhere for held or not-yet-eligible jobs). In
     strict mode the job's priority comes from the snapshot. Only managed pending jobs are
-    touched; everything else in the decision is listed in `skipped` with the reason. Jobs in
+    touched; everything else in the decision is listed in `skipped` with the reason (resizes
+    and preemptions always: `NOT_APPLIED`). Jobs in
     `gpus_per_job` asked for GPUs per job (--gpus): their GPU count is left alone, since
     TresPerNode would add a second, conflicting request.
 
-    `limits`: what each partition lets a user ask for (limits.py). A GPU count is applied only
-    within the job's partition's limits — the daemon acts as operator, which skips the checks
-    slurmctld makes for the owner — else skipped with the reason. Without limits (None) the
+    `limits`: what each partition lets a user ask for, `assoc`: association limits (limits.py).
+    A GPU count is applied only within what the job's owner could ask for in its partition —
+    the daemon acts as operator, which skips the checks slurmctld makes for the owner — else
+    skipped with the reason. Without limits (None) the
     count is capped by the largest usable node only (pure unit tests of ordering).
     """
     scale = scale or RankScale()
@@ -199,14 +221,14 @@ def plan_changes(
         if order.gpus is not None and order.gpus != job.gpus:
             cap, over = node_cap, ""
             if limits is not None:
-                limit = limits.get(job.partition)
+                limit = job_limits(job, limits, assoc)
                 if limit is None:
                     over = f"partition {job.partition!r} has no known GPU limits"
                 else:
                     cap = limit.per_node_cap()
                     if order.gpus > limit.max_total():
                         over = (f"{order.gpus} GPUs exceed what partition {job.partition!r} "
-                                f"allows a job ({limit.max_total()})")
+                                f"allows this job ({limit.max_total()})")
             fields = None if over else _gpu_fields(job, order.gpus, cap)
             if over:
                 skipped.append(Skip(job_id=job.id, why=over))
@@ -219,9 +241,11 @@ def plan_changes(
             else:
                 by_gpus[fields].append(job.id)
     for resize in decision.resizes:
-        skipped.append(Skip(job_id=resize.job_id, why="resizing running jobs: not by this daemon"))
+        skipped.append(Skip(job_id=resize.job_id, why=NOT_APPLIED[EntryKind.RESIZE],
+                            entry=EntryKind.RESIZE))
     for pre in decision.preemptions:
-        skipped.append(Skip(job_id=pre.job_id, why="preemption: not by this daemon"))
+        skipped.append(Skip(job_id=pre.job_id, why=NOT_APPLIED[EntryKind.PREEMPT],
+                            entry=EntryKind.PREEMPT))
 
     changes: list[Change] = []
     # Highest value first: if a cycle is cut short, the jobs that run next are already right.
@@ -232,7 +256,7 @@ def plan_changes(
     for fields in sorted(by_gpus):
         for ids in _chunks(sorted(by_gpus[fields], key=id_key), max_ids):
             changes.append(Change(kind=ActionKind.TRES_PER_NODE, job_ids=ids, fields=fields))
-    return Plan(changes=tuple(changes), skipped=tuple(skipped), unchanged=unchanged)
+    return ChangePlan(changes=tuple(changes), skipped=tuple(skipped), unchanged=unchanged)
 
 
 def _not_actionable(job: JobView | None) -> str:

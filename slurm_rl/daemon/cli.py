@@ -69,6 +69,16 @@ EXIT_LOCKED = 3
 """Another daemon holds the database (a unit may list it in RestartPreventExitStatus)."""
 
 
+EXIT_USAGE = 2
+"""A command line or policy the daemon refuses (click's own usage errors exit 2 as well)."""
+
+
+class PolicyRefused(click.ClickException):
+    """A policy the daemon can not run (an oracle); one line, exit code EXIT_USAGE."""
+
+    exit_code = EXIT_USAGE
+
+
 class DatabaseUnusable(click.ClickException):
     """One line for the admin; exit code EXIT_DATABASE."""
 
@@ -183,6 +193,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
     from slurm_rl import policies
     from slurm_rl.daemon.actuator import ScontrolExecutor
     from slurm_rl.daemon.loop import FAILPOINT_ENV, FAILPOINTS, Backoff, Daemon, DaemonOptions
+    from slurm_rl.policies.capabilities import OracleReading
     from slurm_rl.slurm.adapter import SlurmAdapter
     from slurm_rl.slurm.runner import SubprocessRunner
 
@@ -197,6 +208,9 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
         chosen = policies.make(name)
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
+    if isinstance(chosen, OracleReading):
+        raise PolicyRefused(f"policy {name!r} reads true job durations, which only the "
+                            "simulator knows: it can not run on a live cluster")
     failpoint = os.environ.get(FAILPOINT_ENV) or None
     if failpoint is not None and failpoint not in FAILPOINTS:
         raise click.ClickException(f"{FAILPOINT_ENV}={failpoint!r} (valid: {FAILPOINTS})")
@@ -245,8 +259,10 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path))
 def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None:
     """Why JOB_ID is where it is: the latest decision for it and every action taken."""
+    from slurm_rl.daemon.actuator import NOT_APPLIED
     from slurm_rl.daemon.store import explain_job
     from slurm_rl.db.engine import make_engine, make_session_factory
+    from slurm_rl.db.kinds import EntryKind
 
     try:
         path = db_path or load_config(config_file).database.path
@@ -283,8 +299,12 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
         e = info.entry
         gpus = f", {e.gpus} GPUs" if e.gpus is not None else ""
         dry = " [dry run]" if e.dry_run else ""
+        if e.kind is EntryKind.ORDER:
+            what = f"rank {e.rank}{gpus}"
+        else:  # a resize or preemption of a running job: recorded, never applied
+            what = f"{e.kind.value}{gpus} ({NOT_APPLIED[e.kind]})"
         click.echo(f"decision at {_ts(e.at)} by {e.policy}{dry} (cycle {e.cycle_id}): "
-                   f"rank {e.rank}{gpus}\n  reason: {e.reason}")
+                   f"{what}\n  reason: {e.reason}")
     if not info.actions:
         click.echo("actions: none")
     for a in info.actions:

@@ -31,13 +31,14 @@ from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
     BatchResult,
-    Plan,
+    ChangePlan,
     RankScale,
     ScontrolExecutor,
     plan_changes,
 )
 from slurm_rl.daemon.gate import Gate
 from slurm_rl.daemon.poll import Polled, Poller
+from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
@@ -52,6 +53,7 @@ from slurm_rl.db.actions import (
 from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.repo import record_node_samples, upsert_jobs
 from slurm_rl.db.retention import prune
+from slurm_rl.policies.capabilities import OracleReading
 from slurm_rl.slurm.adapter import SlurmAdapter
 from slurm_rl.slurm.parse import build_snapshot
 from slurm_rl.slurm.runner import SlurmUnavailableError
@@ -62,55 +64,6 @@ FAILPOINT_ENV = "SLURM_RL_FAILPOINT"
 """Test hook: "after_plan" or "after_run" makes the daemon stop dead (sleep) at that point of
 the act phase, so that a test can SIGKILL it between an action's PLANNED and DONE records."""
 FAILPOINTS = ("after_plan", "after_run")
-
-
-@dataclass(frozen=True, kw_only=True)
-class Timing:
-    poll_s: float = 0.0
-    persist_s: float = 0.0
-    decide_s: float = 0.0
-    act_s: float = 0.0
-
-    @property
-    def total_s(self) -> float:
-        return self.poll_s + self.persist_s + self.decide_s + self.act_s
-
-    def line(self) -> str:
-        return (f"poll {self.poll_s:.3f}s persist {self.persist_s:.3f}s "
-                f"decide {self.decide_s:.3f}s act {self.act_s:.3f}s total {self.total_s:.3f}s")
-
-
-@dataclass(frozen=True, kw_only=True)
-class CycleReport:
-    cycle_id: int
-    at: float
-    jobs: int
-    pending: int
-    managed_pending: int
-    new_jobs: int = 0
-    state_changes: int = 0
-    samples: int = 0
-    reconciled: int = 0
-    ranked: int = 0
-    entries_stored: int = 0
-    commands: int = 0
-    jobs_updated: int = 0
-    jobs_failed: int = 0
-    skipped: int = 0
-    dry_run: bool = False
-    timing: Timing = field(default_factory=Timing)
-
-    def line(self) -> str:
-        act = (f"would make {self.jobs_updated} job updates in {self.commands} commands "
-               "(dry run)" if self.dry_run else
-               f"made {self.jobs_updated} job updates in {self.commands} commands"
-               + (f", {self.jobs_failed} refused" if self.jobs_failed else ""))
-        return (f"cycle {self.cycle_id}: {self.jobs} jobs ({self.pending} pending, "
-                f"{self.managed_pending} managed), {self.new_jobs} new, "
-                f"{self.state_changes} state changes; ranked {self.ranked}; {act}"
-                + (f"; reconciled {self.reconciled} interrupted actions"
-                   if self.reconciled else "")
-                + f" | {self.timing.line()}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,10 +98,13 @@ class Daemon:
         options: DaemonOptions | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        if isinstance(policy, OracleReading):
+            # The daemon never binds an oracle: a live cluster has no true durations.
+            raise ValueError(f"policy {policy.name!r} reads true durations: simulator only")
         self.adapter = adapter
         self.executor = executor
         self.sessions = sessions
-        self.policy = policy
+        self.policy = policy  # never rebuilt: a Stateful one learns for the daemon's life
         self.options = options or DaemonOptions()
         self.clock = clock
         self.poller = Poller(adapter)
@@ -189,7 +145,8 @@ class Daemon:
             decision = self.policy.decide(snapshot)
             plan = plan_changes(decision, snapshot, mode=self.options.actuation,
                                 scale=self.options.scale, known_values=self._known,
-                                gpus_per_job=polled.gpus_per_job, limits=admitted.limits)
+                                gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
+                                assoc=admitted.assoc)
             t3 = time.perf_counter()
             stored = self._record_decision(session, decision, cycle_id, now)
             session.commit()
@@ -213,7 +170,7 @@ class Daemon:
                 jobs_updated=plan.jobs_touched, jobs_failed=batch_failed,
                 skipped=len(plan.skipped), dry_run=self.options.dry_run, timing=timing,
             )
-            set_notes(session, stored[0], [*decision.notes, *_plan_notes(plan, report)])
+            set_notes(session, stored[0], [*decision.notes, *plan_notes(plan, report)])
             session.commit()
 
             pruned = prune(session, now=now, retention_days=self.options.retention_days,
@@ -251,7 +208,7 @@ class Daemon:
         stored = len(changed) + len(decision.resizes) + len(decision.preemptions)
         return decision_id, stored, keys
 
-    def _act(self, session: Session, plan: Plan, cycle_id: int, decision_id: int) -> int:
+    def _act(self, session: Session, plan: ChangePlan, cycle_id: int, decision_id: int) -> int:
         """Run the plan's changes: PLANNED rows first, one scontrol, then DONE/FAILED rows."""
         changes = plan.changes
         specs = [ActionSpec(kind=c.kind, job_ids=c.job_ids, argv=c.argv, cycle_id=cycle_id,
@@ -392,13 +349,6 @@ class Daemon:
                 break
         log.info("stopping")
         return 0
-
-
-def _plan_notes(plan: Plan, report: CycleReport) -> list[str]:
-    verb = "would make" if report.dry_run else "made"
-    return [f"plan: {verb} {plan.jobs_touched} job updates in {len(plan.changes)} commands; "
-            f"{plan.unchanged} already right; {len(plan.skipped)} skipped",
-            f"timing: {report.timing.line()}"]
 
 
 def _one_line(exc: Exception) -> str:

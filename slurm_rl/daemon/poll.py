@@ -145,6 +145,3 @@ class Poller:
     def commit(self, polled: Polled) -> None:
         """The database now holds `polled`: next time, only records that differ are new."""
         self._committed = dict(polled.entries)
-
-    def reset(self) -> None:
-        self._committed = {}

@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session
 from slurm_rl.core import JobId, JobState
 from slurm_rl.daemon.actuator import Change, parse_change
 from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
-from slurm_rl.db.kinds import ActionKind, ActionStatus
+from slurm_rl.db.kinds import ActionKind, ActionStatus, EntryKind
 from slurm_rl.db.models import Action, ActionJob, DecisionEntry, DecisionRow, Job, JobEvent
 
 _actions = Action.__table__
@@ -77,6 +77,7 @@ def set_notes(session: Session, decision_id: int, notes: Sequence[str]) -> None:
 
 @dataclass(frozen=True, kw_only=True)
 class EntryInfo:
+    kind: EntryKind
     at: float
     policy: str
     dry_run: bool
@@ -119,8 +120,8 @@ def explain_job(session: Session, job_id: str) -> JobExplanation:
     entry = None
     if entry_row is not None:
         e, d = entry_row
-        entry = EntryInfo(at=d.at, policy=d.policy, dry_run=d.dry_run, cycle_id=d.cycle_id,
-                          rank=e.rank, gpus=e.gpus, reason=e.reason)
+        entry = EntryInfo(kind=e.kind, at=d.at, policy=d.policy, dry_run=d.dry_run,
+                          cycle_id=d.cycle_id, rank=e.rank, gpus=e.gpus, reason=e.reason)
     actions = tuple(
         ActionInfo(id=a.id, kind=a.kind, status=a.status, started_at=a.started_at,
                    finished_at=a.finished_at, exit_code=a.exit_code,

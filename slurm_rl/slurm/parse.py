@@ -58,8 +58,9 @@ class ParseError(ValueError):
 _NONE_WORDS = frozenset({"", "N/A", "NONE", "Unknown", "(null)", "n/a", "INVALID", "NOT_SET"})
 
 
-def ascii_int(text: str, what: str, maximum: int = MAX_NUMBER) -> int:
-    """A non-negative integer written in ASCII digits, at most `maximum`."""
+def parse_count(text: str, what: str, maximum: int = MAX_NUMBER) -> int:
+    """A non-negative integer written in ASCII digits, at most `maximum`; else ParseError
+    naming `what` (`submit.tags.ascii_int` is the comment codec's: None instead of raising)."""
     if not _DIGITS.fullmatch(text):
         raise ParseError(f"{what}: not a number: {text[:40]!r}")
     value = int(text)
@@ -116,7 +117,7 @@ def parse_gpu_count(text: str) -> int:
     text = text.strip()
     if text in _NONE_WORDS:
         return 0
-    total = sum(ascii_int(m.group(1), "GPU count") for m in _GPU_RE.finditer(text))
+    total = sum(parse_count(m.group(1), "GPU count") for m in _GPU_RE.finditer(text))
     if total > MAX_NUMBER:
         raise ParseError(f"GPU count {total} is more than {MAX_NUMBER}")
     return total
@@ -183,7 +184,7 @@ def parse_squeue_record(fields: Sequence[str]) -> SqueueRecord:
     if not JOB_ID_RE.fullmatch(job_id):
         raise ParseError(f"JobID: not a job id: {job_id[:40]!r}")
     nodes_text = f["NumNodes"].partition("-")[0]  # a range "min-max": the minimum
-    nodes = 1 if nodes_text in _NONE_WORDS else ascii_int(nodes_text, "NumNodes")
+    nodes = 1 if nodes_text in _NONE_WORDS else parse_count(nodes_text, "NumNodes")
     per_job = _named("tres-per-job", parse_gpu_count, f["tres-per-job"])
     gpus = per_job or _named("tres-per-node", parse_gpu_count, f["tres-per-node"]) * nodes
     if gpus > MAX_NUMBER:
@@ -203,7 +204,7 @@ def parse_squeue_record(fields: Sequence[str]) -> SqueueRecord:
         end_time=_named("EndTime", parse_time, f["EndTime"]) if state.is_finished else None,
         time_limit_s=_named("TimeLimit", parse_duration, f["TimeLimit"]),
         nodes=nodes, gpus=gpus,
-        priority=0 if priority in _NONE_WORDS else ascii_int(priority, "PriorityLong"),
+        priority=0 if priority in _NONE_WORDS else parse_count(priority, "PriorityLong"),
         reason=f["Reason"], comment=_none_or(f["Comment"]), gpus_per_job=per_job > 0,
     )
 

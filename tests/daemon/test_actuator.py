@@ -17,6 +17,7 @@ from slurm_rl.core import (
     NodeName,
     NodeState,
     NodeView,
+    Preempt,
     Resize,
 )
 from slurm_rl.daemon.actuator import (
@@ -28,7 +29,7 @@ from slurm_rl.daemon.actuator import (
     parse_errors,
     plan_changes,
 )
-from slurm_rl.db.kinds import ActionKind
+from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult
 
 NODES = tuple(NodeView(name=NodeName(f"node{i}"), state=NodeState.IDLE, gpus_total=4)
@@ -128,7 +129,24 @@ def test_only_managed_pending_jobs_are_touched() -> None:
     why = [(k.job_id, k.why) for k in plan.skipped]
     assert why == [("2", "outside the daemon's scope"), ("3", "running, not pending"),
                    ("9", "not in the snapshot"),
-                   ("3", "resizing running jobs: not by this daemon")]
+                   ("3", "not applied: the daemon does not resize running jobs")]
+
+
+def test_resizes_and_preemptions_of_running_jobs_are_skipped_and_said_so() -> None:
+    jobs = [job(1), job(2, state=JobState.RUNNING), job(3, state=JobState.RUNNING)]
+    decision = Decision(policy="t", order=(JobOrder(job_id=JobId("1"), rank=0),),
+                        resizes=(Resize(job_id=JobId("2"), gpus=2),),
+                        preemptions=(Preempt(job_id=JobId("3")),))
+    plan = plan_changes(decision, snap(*jobs))
+    assert [c.job_ids for c in plan.changes] == [("1",)]
+    assert [(k.job_id, k.entry, k.why) for k in plan.skipped] == [
+        ("2", EntryKind.RESIZE, "not applied: the daemon does not resize running jobs"),
+        ("3", EntryKind.PREEMPT, "not applied: the daemon does not preempt running jobs")]
+    assert plan.not_applied_note() == (
+        "not applied: 1 resize(s) and 1 preemption(s) of running jobs (the daemon applies the "
+        "order and GPU counts of pending jobs only)")
+    only_order = plan_changes(Decision(policy="t", order=decision.order), snap(*jobs))
+    assert only_order.not_applied_note() is None
 
 
 def test_gpu_counts_become_tres_per_node_and_num_nodes() -> None:

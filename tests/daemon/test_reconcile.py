@@ -6,9 +6,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from sqlalchemy.orm import Session
 
-from slurm_rl.core import JobId, JobState, JobView
+from slurm_rl.cli import main
+from slurm_rl.core import Decision, JobId, JobState, JobView, Preempt, Resize
 from slurm_rl.daemon.actuator import Change
 from slurm_rl.daemon.reconcile import Seen, parse_sprio, resolve, seen
 from slurm_rl.daemon.store import explain_job, known_site_factors, record_finished
@@ -18,6 +20,7 @@ from slurm_rl.db.actions import (
     finish_actions,
     pending_actions,
     plan_actions,
+    record_decision,
 )
 from slurm_rl.db.engine import make_engine, make_session_factory
 from slurm_rl.db.kinds import ActionKind, ActionStatus
@@ -112,3 +115,24 @@ def test_explain_lists_the_actions_of_a_job(session: Session) -> None:
     (act,) = info.actions
     assert act.status is ActionStatus.DONE
     assert act.command == "scontrol update JobId=3,…(+6 jobs) SiteFactor=50"
+
+
+def test_explain_says_a_resize_or_preemption_was_not_applied(tmp_path: Path) -> None:
+    engine = make_engine(tmp_path / "t.db")
+    upgrade(engine)
+    with make_session_factory(engine)() as session:
+        upsert_jobs(session, [job(2, state=JobState.RUNNING), job(3, state=JobState.RUNNING)],
+                    now=1.0)
+        record_decision(session, Decision(
+            policy="p", resizes=(Resize(job_id=JobId("2"), gpus=8, reason="grow"),),
+            preemptions=(Preempt(job_id=JobId("3"), reason="make room"),)),
+            cycle_id=1, at=2.0, dry_run=False)
+        session.commit()
+    engine.dispose()
+    for job_id, line in (("2", "resize, 8 GPUs (not applied: the daemon does not resize running "
+                               "jobs)\n  reason: grow"),
+                         ("3", "preempt (not applied: the daemon does not preempt running "
+                               "jobs)\n  reason: make room")):
+        shown = CliRunner().invoke(main, ["explain", job_id, "--db", str(tmp_path / "t.db")])
+        assert shown.exit_code == 0, shown.output
+        assert f"(cycle 1): {line}" in shown.output

@@ -138,7 +138,7 @@ def test_actuator_never_asks_beyond_the_partition() -> None:
                         order=(JobOrder(job_id=j.id, rank=0, gpus=8, reason="forged"),))
     plan = plan_changes(decision, snapshot(j), limits=limits)
     assert not [c for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE]
-    assert any("exceed what partition 'gpu' allows a job (4)" in s.why for s in plan.skipped)
+    assert any("exceed what partition 'gpu' allows this job (4)" in s.why for s in plan.skipped)
     # within the limit it is applied
     ok = Decision(policy="test", order=(JobOrder(job_id=j.id, rank=0, gpus=3, reason="fits"),))
     plan = plan_changes(ok, snapshot(j), limits=limits)
@@ -175,3 +175,14 @@ def test_association_limits_narrow_the_partition() -> None:
         assert vetted.intent is not None and vetted.intent.gpus_max == top, user
     other = job(wide, user="alice", account="elsewhere")
     assert vet(other, Grants(), limits, assoc)[0].intent.gpus_max == 16  # type: ignore[union-attr]
+
+
+def test_actuator_never_asks_beyond_the_association() -> None:
+    limits = build_limits(nodes(), parse_partitions(PARTITION_LINE))
+    assoc = parse_assoc_gpu_limits("alice|lab||gres/gpu=2|\n")
+    j = job(Intent(gpus_min=1, gpus_max=8), user="alice", account="lab")
+    decision = Decision(policy="test",
+                        order=(JobOrder(job_id=j.id, rank=0, gpus=3, reason="too many"),))
+    plan = plan_changes(decision, snapshot(j), limits=limits, assoc=assoc)
+    assert not [c for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE]
+    assert any("allows this job (2)" in s.why for s in plan.skipped)

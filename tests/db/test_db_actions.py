@@ -17,11 +17,9 @@ from slurm_rl.db.actions import (
     ActionLogError,
     ActionOutcome,
     ActionSpec,
-    finish_action,
     finish_actions,
     next_cycle_id,
     pending_actions,
-    plan_action,
     plan_actions,
     record_decision,
 )
@@ -77,12 +75,12 @@ def test_a_decision_is_stored_with_an_entry_per_job(session: Session) -> None:
 
 def test_planned_then_done(session: Session) -> None:
     _jobs(session)
-    action_id = plan_action(session, spec("1", "2"), at=10.0)
+    [action_id] = plan_actions(session, [spec("1", "2")], at=10.0)
     [pending] = pending_actions(session)
     assert (pending.id, pending.kind, pending.job_ids, pending.status, pending.started_at) == (
         action_id, ActionKind.SITE_FACTOR, ("1", "2"), ActionStatus.PLANNED, 10.0)
     assert pending.argv == ("scontrol", "update", "JobId=1,2", "SiteFactor=100")
-    finish_action(session, action_id, exit_code=0, output="", at=11.0)
+    finish_actions(session, [ActionOutcome(action_id=action_id, exit_code=0)], at=11.0)
     assert pending_actions(session) == []
     row = session.get(Action, action_id, populate_existing=True)
     assert row is not None
@@ -91,17 +89,18 @@ def test_planned_then_done(session: Session) -> None:
 
 def test_a_nonzero_exit_is_failed_and_the_outcome_is_never_overwritten(session: Session) -> None:
     _jobs(session)
-    action_id = plan_action(session, spec("1"), at=1.0)
-    finish_action(session, action_id, exit_code=1, output="x" * (MAX_OUTPUT_CHARS + 10) + "END",
-                  at=2.0)
+    [action_id] = plan_actions(session, [spec("1")], at=1.0)
+    long_output = "x" * (MAX_OUTPUT_CHARS + 10) + "END"
+    finish_actions(session, [ActionOutcome(action_id=action_id, exit_code=1, output=long_output)],
+                   at=2.0)
     row = session.get(Action, action_id, populate_existing=True)
     assert row is not None and row.status is ActionStatus.FAILED
     assert row.output is not None and len(row.output) == MAX_OUTPUT_CHARS
     assert row.output.endswith("END")
     with pytest.raises(ActionLogError, match="not planned"):
-        finish_action(session, action_id, exit_code=0, at=3.0)
+        finish_actions(session, [ActionOutcome(action_id=action_id, exit_code=0)], at=3.0)
     with pytest.raises(ActionLogError):
-        finish_action(session, 12345, exit_code=0, at=3.0)
+        finish_actions(session, [ActionOutcome(action_id=12345, exit_code=0)], at=3.0)
 
 
 def test_finish_actions_writes_all_or_nothing(session: Session) -> None:
@@ -128,12 +127,13 @@ def test_plan_is_durable_across_a_crash(engine: Engine, db_path: Path) -> None:
     script = textwrap.dedent(f"""
         import os, signal
         from slurm_rl.core import JobId
-        from slurm_rl.db.actions import ActionSpec, plan_action
+        from slurm_rl.db.actions import ActionSpec, plan_actions
         from slurm_rl.db.engine import make_engine, make_session_factory
         from slurm_rl.db.kinds import ActionKind
         session = make_session_factory(make_engine({str(db_path)!r}))()
-        plan_action(session, ActionSpec(kind=ActionKind.REQUEUE_HOLD, job_ids=(JobId("3"),),
-                    argv=("scontrol", "requeuehold", "3"), cycle_id=4), at=5.0)
+        plan_actions(session, [ActionSpec(kind=ActionKind.TRES_PER_NODE, job_ids=(JobId("3"),),
+                     argv=("scontrol", "update", "JobId=3", "TresPerNode=gres:gpu:2"),
+                     cycle_id=4)], at=5.0)
         os.kill(os.getpid(), signal.SIGKILL)
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
@@ -142,9 +142,10 @@ def test_plan_is_durable_across_a_crash(engine: Engine, db_path: Path) -> None:
     with make_session_factory(restarted)() as session:
         [pending] = pending_actions(session)
         assert (pending.kind, pending.job_ids, pending.cycle_id) == (
-            ActionKind.REQUEUE_HOLD, ("3",), 4)
-        finish_action(session, pending.id, exit_code=None, at=6.0, status=ActionStatus.DONE,
-                      output="reconciled: Slurm shows the job held")
+            ActionKind.TRES_PER_NODE, ("3",), 4)
+        finish_actions(session, [ActionOutcome(
+            action_id=pending.id, exit_code=None, status=ActionStatus.DONE,
+            output="reconciled: Slurm shows the new GPU count")], at=6.0)
         assert pending_actions(session) == []
         assert next_cycle_id(session) == 5
     restarted.dispose()
@@ -154,6 +155,6 @@ def test_an_action_for_an_unknown_job_is_refused(session: Session) -> None:
     from sqlalchemy.exc import IntegrityError
 
     with pytest.raises(IntegrityError):
-        plan_action(session, spec("nope"), at=1.0)
+        plan_actions(session, [spec("nope")], at=1.0)
     session.rollback()
     assert pending_actions(session) == []

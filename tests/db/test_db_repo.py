@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import pytest
-from sqlalchemy import select, text
+from sqlalchemy import func, select, text
 from sqlalchemy.orm import Session
 
 from slurm_rl.core import (
@@ -23,8 +24,6 @@ from slurm_rl.core import (
 from slurm_rl.db.kinds import EventKind
 from slurm_rl.db.models import GpuSampleRow, Job, JobEvent, JobProgress, Node
 from slurm_rl.db.repo import (
-    active_job_ids,
-    count_rows,
     intent_json,
     record_node_samples,
     upsert_jobs,
@@ -33,6 +32,10 @@ from slurm_rl.db.repo import (
 INTENT = Intent(deadline=2_000_000_000.0, hard=True, service_class=ServiceClass.CRITICAL,
                 gpus_min=2, gpus_max=8, elastic=True, total_steps=1000, model="bert",
                 batch_size=64)
+
+
+def count_rows(session: Session, model: type[Any]) -> int:
+    return int(session.execute(select(func.count()).select_from(model)).scalar_one())
 
 
 def job(i: int, **kw: object) -> JobView:
@@ -208,12 +211,6 @@ def test_progress_is_written_when_it_changes(session: Session) -> None:
 def test_a_snapshot_with_a_duplicate_id_is_refused(session: Session) -> None:
     with pytest.raises(ValueError, match="twice"):
         upsert_jobs(session, [job(1), job(1)], now=1.0)
-
-
-def test_active_job_ids(session: Session) -> None:
-    upsert_jobs(session, [job(1), job(2, state=JobState.RUNNING),
-                          job(3, state=JobState.COMPLETED)], now=1.0)
-    assert active_job_ids(session) == {"1", "2"}
 
 
 def node(name: str, at: float | None, util: float = 50.0) -> NodeView:

@@ -19,7 +19,13 @@ from slurm_rl.core import (
     NodeState,
     NodeView,
 )
-from slurm_rl.db.actions import ActionSpec, finish_action, plan_action, record_decision
+from slurm_rl.db.actions import (
+    ActionOutcome,
+    ActionSpec,
+    finish_actions,
+    plan_actions,
+    record_decision,
+)
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.db.models import (
     Action,
@@ -62,9 +68,9 @@ def act(session: Session, at: float, cycle: int, jobs: list[int], *, finish: boo
     spec = ActionSpec(kind=ActionKind.SITE_FACTOR, job_ids=tuple(JobId(str(j)) for j in jobs),
                       argv=("scontrol", "update", f"JobId={','.join(map(str, jobs))}",
                             "SiteFactor=5"), cycle_id=cycle)
-    action_id = plan_action(session, spec, at=at)
+    [action_id] = plan_actions(session, [spec], at=at)
     if finish:
-        finish_action(session, action_id, exit_code=0, at=at)
+        finish_actions(session, [ActionOutcome(action_id=action_id, exit_code=0)], at=at)
     return action_id
 
 

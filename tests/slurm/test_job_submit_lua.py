@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_rl.submit.cli import make_plan
+from slurm_rl.submit.cli import make_submission
 from slurm_rl.submit.intent import decode_comment
 from slurm_rl.submit.tags import MAX_INT, encode_intent_values
 
@@ -345,7 +345,7 @@ def test_rlsbatch_commands_pass_the_gate(gate: Path, user: str, flags: list[str]
                                          refused: str | None) -> None:
     """The sbatch command rlsbatch builds (its own planning, run here as root), run as the
     user: rlsbatch's tags are what the gate lets through, and nothing more."""
-    plan = make_plan([*flags, "-H", "--parsable", "-o", "/dev/null", "-J", "rl-lua-gate",
+    plan = make_submission([*flags, "-H", "--parsable", "-o", "/dev/null", "-J", "rl-lua-gate",
                       "--wrap", "sleep 30"], os.environ, lambda: b"")
     proc = run_as(user, plan.argv, gate)
     if refused is None:

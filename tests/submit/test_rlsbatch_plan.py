@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.submit import cli
-from slurm_rl.submit.cli import make_plan
+from slurm_rl.submit.cli import make_submission
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.intent import decode_comment
 
@@ -20,9 +20,9 @@ def no_stdin() -> bytes:
 
 
 def plan(args: list[str], env: dict[str, str] | None = None, stdin: bytes | None = None
-         ) -> cli.Plan:
+         ) -> cli.Submission:
     read = (lambda: stdin) if stdin is not None else no_stdin
-    return make_plan(args, env or {}, read, query=lambda: SINFO, now=NOW)
+    return make_submission(args, env or {}, read, query=lambda: SINFO, now=NOW)
 
 
 @pytest.fixture

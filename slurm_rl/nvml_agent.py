@@ -25,7 +25,7 @@ from slurm_rl.core import GpuSample
 from slurm_rl.gpu_extra import encode_samples
 from slurm_rl.slurm.runner import CommandResult, Runner, SubprocessRunner, check
 
-log = logging.getLogger("slurm_rl.agent")
+log = logging.getLogger("slurm_rl.nvml_agent")
 
 _MIB = 1024 * 1024
 

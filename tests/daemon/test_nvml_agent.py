@@ -15,13 +15,13 @@ import pytest
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from slurm_rl.agent import NvmlSource, NvmlUnavailable, extra_argv, run_agent
 from slurm_rl.core import GpuSample, NodeName, NodeState, NodeView
 from slurm_rl.db.engine import make_engine, make_session_factory
 from slurm_rl.db.migrate import upgrade
 from slurm_rl.db.models import GpuSampleRow
 from slurm_rl.db.repo import record_node_samples
 from slurm_rl.gpu_extra import decode_samples
+from slurm_rl.nvml_agent import NvmlSource, NvmlUnavailable, extra_argv, run_agent
 from slurm_rl.slurm.adapter import SlurmAdapter
 from slurm_rl.slurm.runner import SubprocessRunner
 
