@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NewType, Protocol
@@ -153,7 +154,14 @@ class ServiceClass(enum.Enum):
 
 @dataclass(frozen=True, kw_only=True)
 class Intent:
-    """What the user asked for at submission (rlsbatch), beyond plain sbatch."""
+    """What the user asked for at submission (rlsbatch), beyond plain sbatch.
+
+    The typed definition of the intent's fields. `submit/tags.py`'s `INTENT_KEYS` names the
+    same fields in the same order with the same defaults, for the code that must import
+    nothing (the comment codec, rlsbatch); the database derives its columns' names and JSON
+    from `dataclasses.fields(Intent)`. tests/submit/test_intent_fields.py keeps them equal: a
+    new field goes here, in INTENT_KEYS (with its comment key) and in db/models.py's `Job`
+    (with a migration)."""
 
     deadline: float | None = None
     """Epoch (or trace) seconds by which the job should end; None: no deadline."""
@@ -310,6 +318,31 @@ class ClusterSnapshot:
         return sum(n.gpus_free for n in self.nodes)
 
 
+class _Reason:
+    """`JobOrder.reason`: a str, or a function that makes it, called once on first read.
+
+    A policy ranks every pending job at every decision but the reason of a job is read only
+    where someone looks (the daemon's records, `slurm-rl explain`): a policy may pass a
+    function and so format only those. A dataclass field whose default is a descriptor (the
+    dataclasses documentation, "Descriptor-typed fields"): __init__ stores the value through
+    __set__; equality, repr, hashing and pickling read it as a str."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = name
+
+    def __get__(self, obj: object | None, owner: type | None = None) -> str:
+        if obj is None:
+            return ""  # the field's default
+        d = obj.__dict__
+        value = d[self._key]
+        if type(value) is not str:
+            value = d[self._key] = value()
+        return value  # type: ignore[no-any-return]
+
+    def __set__(self, obj: object, value: str | Callable[[], str]) -> None:
+        obj.__dict__[self._key] = value
+
+
 @dataclass(frozen=True, kw_only=True)
 class JobOrder:
     """Rank of one pending job (0 runs first) and, optionally, the GPU count to give it."""
@@ -317,7 +350,11 @@ class JobOrder:
     job_id: JobId
     rank: int
     gpus: int | None = None
-    reason: str = ""
+    reason: _Reason = _Reason()
+    """Why (a str when read; may be given as a function that makes it, see `_Reason`)."""
+
+    def __getstate__(self) -> dict[str, object]:
+        return {**self.__dict__, "reason": self.reason}
 
 
 @dataclass(frozen=True, kw_only=True)

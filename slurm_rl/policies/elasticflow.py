@@ -43,7 +43,7 @@ from slurm_rl.policies.ordering import managed_pending, orders, submit_key
 NAME = "elasticflow"
 
 
-class _Profile:
+class _ReservedGpus:
     """GPUs reserved over time, piecewise constant: used[i] GPUs from times[i] to times[i+1]."""
 
     def __init__(self, capacity: int, now: float) -> None:
@@ -121,7 +121,7 @@ class _Round:
     # 1. Plan: admission control and minimum satisfactory shares -------------------------------
 
     def plan(self) -> list[JobView]:
-        now, prof = self.now, _Profile(self.total, self.now)
+        now, prof = self.now, _ReservedGpus(self.total, self.now)
         alloc = sum(n.gpus_alloc for n in self.snapshot.nodes if n.state.usable)
         prof.add(now, math.inf, max(0, alloc - sum(j.gpus for j in self.snapshot.running)))
         for j in self.snapshot.running:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from itertools import compress, pairwise
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, id_key
@@ -30,13 +30,34 @@ def managed_pending(snapshot: ClusterSnapshot) -> list[JobView]:
     return jobs
 
 
-def orders(ranked: Iterable[tuple[JobView, str, int | None]]) -> tuple[JobOrder, ...]:
-    """JobOrders with consecutive ranks from (job, reason, gpus or None) in rank order."""
+Reason = str | Callable[[], str]
+"""A JobOrder's reason, or a function that makes it when read (`core.JobOrder.reason`)."""
+
+Ranked = tuple[JobView, Reason, int | None]
+"""(job, reason, gpus or None), one pending job of a ranking."""
+
+
+def orders(ranked: Iterable[Ranked], *, reuse: tuple[Sequence[Ranked], tuple[JobOrder, ...]]
+           | None = None) -> tuple[JobOrder, ...]:
+    """JobOrders with consecutive ranks from (job, reason, gpus or None) in rank order.
+
+    `reuse`: the ranking and orders of an earlier call: its JobOrders are kept for the longest
+    common prefix (the same entries, identical or equal, at the same ranks), so a ranking that
+    changed at its end costs only that end."""
+    ranked = ranked if isinstance(ranked, Sequence) else list(ranked)
+    out: list[JobOrder] = []
+    if reuse is not None:
+        before, made = reuse
+        n = min(len(ranked), len(before), len(made))
+        k = 0
+        while k < n and (ranked[k] is before[k] or ranked[k] == before[k]):
+            k += 1
+        out = list(made[:k])
     # Built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without running the
     # frozen dataclass's __init__ (several times cheaper; checked below at import).
     new, cls = object.__new__, JobOrder
-    out = []
-    for rank, (job, reason, gpus) in enumerate(ranked):
+    for rank in range(len(out), len(ranked)):
+        job, reason, gpus = ranked[rank]
         order = new(cls)
         d = order.__dict__
         d["job_id"] = job.id
@@ -50,7 +71,9 @@ def orders(ranked: Iterable[tuple[JobView, str, int | None]]) -> tuple[JobOrder,
 def _check_orders() -> None:
     job = JobView(id=JobId("1"), state=JobState.PENDING, submit_time=0.0, gpus=1)
     made = orders([(job, "why", 2)])
-    if hasattr(JobOrder, "__slots__") or hasattr(JobOrder, "__post_init__") or made != (
+    lazy = orders([(job, lambda: "why", 2)])
+    if lazy != made or hasattr(JobOrder, "__slots__") or hasattr(
+            JobOrder, "__post_init__") or made != (
             JobOrder(job_id=job.id, rank=0, gpus=2, reason="why"),) or sorted(
             vars(made[0])) != sorted(f.name for f in dataclasses.fields(JobOrder)):
         raise ImportError("slurm_rl.core.JobOrder is no longer a plain frozen dataclass with "

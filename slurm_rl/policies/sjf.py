@@ -21,11 +21,11 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.options import build
-from slurm_rl.policies.ordering import managed_pending, orders, submit_key
+from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
 NAME = "sjf"
 
@@ -45,6 +45,8 @@ class Sjf:
         default_factory=dict, init=False, repr=False, compare=False)
     _history: dict[_Key, deque[float]] = field(
         default_factory=dict, init=False, repr=False, compare=False)
+    _mem: _Memory = field(default_factory=lambda: _Memory(), init=False, repr=False,
+                          compare=False)
 
     def __post_init__(self) -> None:
         if self.default_s <= 0 or self.history_window < 1 or self.min_history < 1:
@@ -56,13 +58,25 @@ class Sjf:
         """Forget every run time and every running job seen."""
         self._running.clear()
         self._history.clear()
+        object.__setattr__(self, "_mem", _Memory())
 
     def _record(self, user: str, gpus: int, seconds: float) -> None:
+        mem = self._mem
         for key in ((user, gpus), user, None):
             self._history.setdefault(key, deque(maxlen=self.history_window)).append(seconds)
+            mem.means.pop(key, None)
+        mem.version += 1
 
     def observe(self, snapshot: ClusterSnapshot) -> None:
         """Record the runs of jobs seen finished or gone; remember running jobs' starts."""
+        mem = self._mem
+        ids = snapshot.running_ids
+        if ids is mem.running_ids:
+            # The same object as at the last call: the snapshot says that no job started or
+            # ended since (SimSnapshot shares it while none does; a plain ClusterSnapshot
+            # makes a new one at every read), so this call would change nothing.
+            return
+        mem.running_ids = ids
         seen: set[JobId] = set()
         for j in snapshot.jobs:
             seen.add(j.id)
@@ -78,18 +92,29 @@ class Sjf:
             self._record(user, gpus, max(0.0, snapshot.time - start))
 
     def _mean(self, key: _Key) -> tuple[float, int] | None:
+        means = self._mem.means
+        if key in means:
+            return means[key]
         runs = self._history.get(key)
-        if runs is None or len(runs) < self.min_history:
-            return None
-        return sum(runs) / len(runs), len(runs)
+        m = None if runs is None or len(runs) < self.min_history else (
+            sum(runs) / len(runs), len(runs))
+        means[key] = m
+        return m
 
     # -- decision ---------------------------------------------------------------------------
 
     def expected(self, job: JobView, now: float) -> tuple[float, str]:
         """Expected remaining run time and where it came from."""
+        return self._expected(job, now)[0]
+
+    def _expected(self, job: JobView, now: float) -> tuple[tuple[float, str], bool]:
+        """expected(), and whether it came from history (or from its absence)."""
         est = estimate_remaining(job, now, time_limit=False)
         if est is not None:
-            return est.seconds, est.source.value
+            return (est.seconds, est.source.value), False
+        return self._from_history(job), True
+
+    def _from_history(self, job: JobView) -> tuple[float, str]:
         attained = job.attained_gpu_s / max(job.gpus, 1)
         for key, label in (((job.user, job.gpus), f"user {job.user!r} at {job.gpus} GPUs"),
                            (job.user, f"user {job.user!r}")):
@@ -105,10 +130,71 @@ class Sjf:
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         self.observe(snapshot)
-        scored = [(self.expected(j, snapshot.time), j) for j in managed_pending(snapshot)]
-        scored.sort(key=lambda e: (e[0][0], submit_key(e[1])))
-        ranked = ((j, f"expected {fmt_dur(s)} ({src})", None) for (s, src), j in scored)
-        return Decision(policy=self.name, order=orders(ranked))
+        now, mem = snapshot.time, self._mem
+        old, version = mem.scored, mem.version
+        scored: dict[JobId, _Scored] = {}
+        fresh: list[_Scored] = []
+        for j in managed_pending(snapshot):
+            e = old.get(j.id)
+            # An estimate stands while the job's view is the same object (views are immutable;
+            # a pending job's estimate does not move with the clock) and, for one from
+            # history, no run was recorded since.
+            if e is None or e.view is not j or (e.version is not None and e.version != version):
+                (s, src), hist = self._expected(j, now)
+                e = _Scored(key=(s, submit_key(j)), view=j, version=version if hist else None,
+                            entry=(j, _Why(s, src), None))
+                fresh.append(e)
+            scored[j.id] = e
+        # The last ranking, less the jobs that left or changed, is still in order: sorting it
+        # with the new entries appended costs about one pass (Timsort merges the two runs).
+        ranking = [e for e in mem.ranking if scored.get(e.view.id) is e]
+        ranking += fresh
+        ranking.sort(key=_by_key)
+        ranked = [e.entry for e in ranking]
+        made = orders(ranked, reuse=(mem.ranked, mem.orders))
+        mem.scored, mem.ranking, mem.ranked, mem.orders = scored, ranking, ranked, made
+        return Decision(policy=self.name, order=made)
+
+
+@dataclass(frozen=True, slots=True)
+class _Why:
+    """A ranked job's reason, formatted only when read (`core.JobOrder.reason`)."""
+
+    seconds: float
+    source: str
+
+    def __call__(self) -> str:
+        return f"expected {fmt_dur(self.seconds)} ({self.source})"
+
+
+@dataclass(slots=True)
+class _Scored:
+    key: tuple[float, tuple[float, tuple[tuple[int, str], ...]]]
+    """(expected seconds, submit_key): the ranking's order."""
+    view: JobView
+    version: int | None
+    """History version the estimate was made at (None: it does not come from history)."""
+    entry: Ranked
+
+
+def _by_key(e: _Scored) -> tuple[float, tuple[float, tuple[tuple[int, str], ...]]]:
+    return e.key
+
+
+@dataclass
+class _Memory:
+    """What one decision leaves for the next, rebuilt from nothing at any time (reset)."""
+
+    means: dict[_Key, tuple[float, int] | None] = field(default_factory=dict)
+    """Mean run time per history key (dropped when the key records a run)."""
+    version: int = 0
+    """Runs recorded so far: a history-based estimate older than this is redone."""
+    running_ids: frozenset[JobId] | None = None
+    """The running ids object of the last observed snapshot."""
+    scored: dict[JobId, _Scored] = field(default_factory=dict)
+    ranking: list[_Scored] = field(default_factory=list)
+    ranked: list[Ranked] = field(default_factory=list)
+    orders: tuple[JobOrder, ...] = ()
 
 
 def new(**options: Any) -> Sjf:

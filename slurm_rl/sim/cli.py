@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from slurm_rl import policies
-from slurm_rl.sim import metrics, runner
+from slurm_rl.sim import metrics, run
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.results import SimulationError
-from slurm_rl.sim.runner import Sizing, load_jobs, resolve_trace_path
+from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path
 from slurm_rl.sim.trace import TraceError, TraceFormat
 
 
@@ -96,7 +96,7 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         if not jobs:
             raise click.ClickException("the trace (window) holds no jobs")
         sizing = Sizing(gpus_per_node=gpus_per_node, nodes=nodes, load=load)
-        result = runner.simulate(jobs, policy, sizing, engine=engine, seed=seed,
+        result = run.simulate(jobs, policy, sizing, engine=engine, seed=seed,
                                  policy_options=options)
     except (TraceError, FileNotFoundError, SimulationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None

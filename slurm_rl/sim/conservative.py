@@ -31,7 +31,9 @@ from slurm_rl.sim.jobs import SimJob
 _RESERVED = -1
 
 
-class _Profile:
+class _BackfillMap:
+    """slurmctld's backfill map (module docstring): free GPUs and jobs per node over time."""
+
     def __init__(self, now: float, cluster: Cluster, ends: Ends) -> None:
         self.cluster = cluster
         self.times: list[float] = [now]
@@ -109,7 +111,7 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
     top = main_pass(rest, cluster, start)
     if top is None:
         return
-    profile = _Profile(now, cluster, ends)
+    profile = _BackfillMap(now, cluster, ends)
     tested = 0
     for job in itertools.chain((top,), rest):
         g = job.gpus

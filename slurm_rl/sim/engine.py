@@ -2,22 +2,17 @@
 
 Events are a heap of (time, priority, seq, ...): at one time, completions come before arrivals
 (arrivals stream from the sorted trace), then policy ticks. All events at one time are handled
-together, then the policy is asked once (`decide`), its Decision applied the way Slurm applies
-the daemon's actions, and one scheduling pass (priority order + EASY backfill, see
-`backfill.py`) starts what can start. Nothing here draws random numbers except the choice of
-jobs made elastic (`elastic_fraction`), which is seeded.
+together, then the policy is asked once (`decide`), its Decision applied, and one scheduling
+pass (priority order + EASY backfill, see `backfill.py`) starts what can start.
+Nothing here draws random numbers except the choice of jobs made elastic (`elastic_fraction`),
+which is seeded.
 
-How a Decision maps onto the cluster:
-- preemptions first: the job is requeued with its progress kept; its next start pays
-  `restart_delay_s`;
-- resizes next, shrinks before grows: the job is requeued and restarted at once at the new
-  count ahead of the queue, paying the restart delay; a count that does not fit even in the
-  job's own GPUs is refused (the daemon's actuator does not apply resizes or preemptions of
-  running jobs yet: these are the simulator's model of what Slurm would do);
-- order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
-  decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
-  count applies to jobs with an intent GPU range (clamped into it and to the cluster).
-Anything invalid is ignored and counted in `SimResult.notes`.
+How a Decision is applied (`apply.py`): preemptions, then resizes, then the order and GPU
+counts of pending jobs. The daemon applies only the last of these to Slurm today (priorities
+and pending jobs' GPU counts, docs/daemon.md); preemptions and resizes of running jobs are the
+simulator's model of what requeueing a checkpointing job would do.
+Snapshots and the oracle are built in `snapshots.py`, the scheduling passes in `backfill.py`
+and `conservative.py`.
 
 The policy's declared capabilities (`slurm_rl.policies.capabilities`) are checked with
 isinstance: a `Stateful` one is `reset()` at the start of a run, an `OracleReading` one gets the
@@ -48,7 +43,6 @@ from slurm_rl.core import (
     Decision,
     JobId,
     JobState,
-    NodeView,
     Policy,
 )
 from slurm_rl.policies.capabilities import (
@@ -58,19 +52,21 @@ from slurm_rl.policies.capabilities import (
     Resizing,
     Stateful,
 )
-from slurm_rl.sim import backfill, conservative, views
+from slurm_rl.sim import backfill, conservative
+from slurm_rl.sim.apply import ApplyDecisions
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
-from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
+from slurm_rl.sim.jobs import SimJob, make_jobs
 from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
+from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
 from slurm_rl.sim.trace import TraceJob
-from slurm_rl.sim.views import node_name, node_view
+from slurm_rl.sim.views import node_name
 
 _FINISH, _APPLY, _TICK, _MAIN, _BF = 0, 1, 2, 3, 4
 _MAX_NOTE_SAMPLES = 20
 
 
-class Simulator:
+class Simulator(ApplyDecisions):
     def __init__(self, jobs: Sequence[TraceJob], policy: Policy, config: EngineConfig) -> None:
         self.policy, self.cfg = policy, config
         self.cluster = Cluster(config.nodes, config.gpus_per_node,
@@ -98,16 +94,7 @@ class Simulator:
                           and config.decision_delay_s == 0 and not isinstance(policy, Observing))
         self._in_flight: dict[int, Decision] = {}
         """Decisions made but not yet applied (decision_delay_s), by event seq."""
-        self._node_views: list[NodeView] = [
-            node_view(n, config.gpus_per_node, 0) for n in range(config.nodes)]
-        self._dirty_nodes: set[int] = set()
-        self._free_counts: list[int] | None = None
-        """Nodes per free-GPU count, built at the first snapshot, then kept up to date."""
-        self._made_views: dict[tuple[int, int], NodeView] = {}
-        """NodeViews are values: one per node and GPU count is enough."""
-        self._static = views.RunningSet(())
-        self._static_at: int | None = None
-        """Cluster version the running jobs' fixed fields (`_static`) were built at."""
+        self._snapshots = SnapshotBuilder(self.cluster, config.nodes, config.gpus_per_node)
         self._records: dict[int, JobRecord] = {}
         self._intervals: list[Interval] = []
         self.decisions = self.preemptions = self.resizes = 0
@@ -122,7 +109,7 @@ class Simulator:
         if isinstance(self.policy, Stateful):
             self.policy.reset()
         if isinstance(self.policy, OracleReading):
-            self.policy.bind_oracle(SimOracle(self))
+            self.policy.bind_oracle(SimOracle(self._active, self))
         jobs, heap, cfg = self._jobs, self._heap, self.cfg
         n = len(jobs)
         while True:
@@ -256,7 +243,7 @@ class Simulator:
         if sum(g for _, g in alloc) != job.gpus:
             raise SimulationError(f"job {job.id}: allocation {alloc} is not {job.gpus} GPUs")
         self.cluster.take(alloc)
-        self._dirty_nodes.update(n for n, _ in alloc)
+        self._snapshots.dirty.update(n for n, _ in alloc)
         job.alloc, job.state, job.run_start = alloc, JobState.RUNNING, now
         job.progress_from = now + cfg.launch_delay_s + (
             cfg.restart_delay_s if job.needs_delay else 0.0)
@@ -285,7 +272,7 @@ class Simulator:
             nodes=tuple(node_name(n) for n, _ in job.alloc),
             node_gpus=tuple(g for _, g in job.alloc)))
         self.cluster.give(job.alloc)
-        self._dirty_nodes.update(n for n, _ in job.alloc)
+        self._snapshots.dirty.update(n for n, _ in job.alloc)
         i = bisect_left(self._ends, (job.planned_end, job.seq))
         if i >= len(self._ends) or self._ends[i][2] is not job:
             raise SimulationError(f"job {job.id} missing from the running set")
@@ -320,30 +307,7 @@ class Simulator:
     # -- policy ---------------------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
-        G, now = self.cfg.gpus_per_node, self.now
-        node_views, free = self._node_views, self.cluster.free
-        counts = self._free_counts
-        if counts is None:
-            counts = self._free_counts = [0] * (G + 1)
-            for v in node_views:
-                counts[G - v.gpus_alloc] += 1
-        made = self._made_views
-        for n in self._dirty_nodes:
-            counts[G - node_views[n].gpus_alloc] -= 1
-            counts[free[n]] += 1
-            view = made.get((n, free[n]))
-            if view is None:
-                view = made[n, free[n]] = node_view(n, G, G - free[n])
-            node_views[n] = view
-        self._dirty_nodes.clear()
-        pending = tuple([j.view or j.pending_view(G) for j in self._queue_in_submit_order()])
-        # The running jobs' fixed fields (views.SimSnapshot builds their views only when a
-        # policy reads them); every start and stop moves the cluster's version.
-        if self._static_at != self.cluster.version:
-            self._static = views.RunningSet(
-                tuple([j.view_static or j.run_static() for j in self._running]))
-            self._static_at = self.cluster.version
-        return views.snapshot(now, pending, self._static, tuple(node_views), tuple(counts))
+        return self._snapshots.build(self.now, self._queue_in_submit_order(), self._running)
 
     def _queue_in_submit_order(self) -> Iterator[SimJob]:
         if not self._pending_sorted:
@@ -392,82 +356,6 @@ class Simulator:
             self._apply(decision)
         if self.cfg.tick_s > 0 and self._active:
             self._arm(_TICK, self._next_tick())
-
-    def _apply(self, d: Decision) -> None:
-        active = self._active
-        if (d.preemptions and not self._preempts) or (d.resizes and not self._resizes):
-            raise SimulationError(
-                f"policy {self.policy.name} returned preemptions or resizes without declaring "
-                "them (slurm_rl.policies.capabilities: Preempting, Resizing)")
-        for p in d.preemptions:
-            job = active.get(p.job_id)
-            if job is None or job.state is not JobState.RUNNING:
-                self._note("preempt of a job not running", str(p.job_id))
-                continue
-            self._requeue(job)
-            self.preemptions += 1
-        for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
-            self._resize(r.job_id, r.gpus)
-        for old in self._ranked:
-            old.rank = None
-        ranked: list[SimJob] = []
-        for o in d.order:
-            job = active.get(o.job_id)
-            if job is None or job.state is not JobState.PENDING:
-                self._note("order for a job not pending", str(o.job_id))
-                continue
-            if job.rank is not None:
-                self._note("job ranked twice (first rank kept)", str(o.job_id))
-                continue
-            job.rank = (o.rank, job.seq)
-            ranked.append(job)
-            if o.gpus is not None and o.gpus != job.gpus:
-                self._set_gpus(job, o.gpus)
-        ranked.sort(key=lambda j: j.rank)  # type: ignore[arg-type, return-value]
-        self._ranked = ranked
-
-    def _gpus_of(self, job_id: JobId) -> int:
-        job = self._active.get(job_id)
-        return job.gpus if job else 0
-
-    def _clamp(self, job: SimJob, gpus: int, what: str) -> int | None:
-        rng = gpu_range(job, self.cfg.capacity)
-        if rng is None:
-            self._note(f"{what} for a job without a GPU range", f"{job.id} -> {gpus}")
-            return None
-        new = min(max(gpus, rng[0]), rng[1])
-        if new != gpus:
-            self._note(f"{what} clamped to the job's GPU range", f"{job.id}: {gpus} -> {new}")
-        return new
-
-    def _set_gpus(self, job: SimJob, gpus: int) -> None:
-        new = self._clamp(job, gpus, "GPU count")
-        if new is not None and new != job.gpus:
-            job.gpus = new
-            job.view = None
-
-    def _resize(self, job_id: JobId, gpus: int) -> None:
-        job = self._active.get(job_id)
-        if job is None or job.state is not JobState.RUNNING:
-            self._note("resize of a job not running", str(job_id))
-            return
-        if job.intent is None or not job.intent.elastic:
-            self._note("resize of a job that is not elastic", str(job_id))
-            return
-        new = self._clamp(job, gpus, "resize")
-        if new is None or new == job.gpus:
-            return
-        self.cluster.give(job.alloc)
-        alloc = self.cluster.place(new)
-        self.cluster.take(job.alloc)
-        if alloc is None:
-            self._note("resize does not fit", f"{job_id}: {job.gpus} -> {new}")
-            return
-        self._requeue(job)
-        del self._pending[job]
-        job.gpus = new
-        self._start(job, alloc)
-        self.resizes += 1
 
     # -- scheduling -----------------------------------------------------------------------
 
@@ -522,18 +410,3 @@ class Simulator:
         for job in self._pending:
             assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
         assert len(self._pending) + len(self._running) == len(self._active), "active set drift"
-
-
-class SimOracle:
-    """The engine's `capabilities.Oracle`: true remaining run times of active jobs, at the
-    engine's current time (the time of the snapshot being decided). Bound only to
-    `OracleReading` policies; never part of a JobView."""
-
-    __slots__ = ("_sim",)
-
-    def __init__(self, sim: Simulator) -> None:
-        self._sim = sim
-
-    def remaining_s(self, job_id: JobId) -> float | None:
-        job = self._sim._active.get(job_id)
-        return None if job is None else job.true_remaining(self._sim.now)

@@ -39,7 +39,7 @@ import click
 from slurm_rl import policies
 from slurm_rl.sim import metrics
 from slurm_rl.sim.config import EngineConfig, from_table
-from slurm_rl.sim.runner import Sizing, load_jobs, offered_load, resolve_trace_path, simulate
+from slurm_rl.sim.run import Sizing, load_jobs, offered_load, resolve_trace_path, simulate
 
 
 @dataclass(frozen=True, kw_only=True)

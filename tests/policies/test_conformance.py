@@ -32,7 +32,7 @@ from slurm_rl.policies.capabilities import (
 
 OUTSIDE = Path(__file__).resolve().parents[1] / "fixtures" / "outside_policy"
 SHIPPED = {"fifo", "deadline", "sjf", "sjf-oracle", "srtf-oracle", "edf", "tiresias",
-           "elasticflow"}
+           "elasticflow", "gittins", "srtf2d-oracle"}
 
 
 @contextmanager
@@ -168,6 +168,7 @@ def test_the_shipped_policies_declare_what_they_do() -> None:
         "deadline": set(), "edf": set(), "fifo": set(), "elasticflow": {"Resizing"},
         "sjf": {"Stateful", "Observing"}, "sjf-oracle": {"OracleReading"},
         "srtf-oracle": {"Preempting", "OracleReading"},
+        "srtf2d-oracle": {"Preempting", "OracleReading"}, "gittins": {"Preempting"},
         "tiresias": {"Preempting", "Stateful"}}
 
 
@@ -187,9 +188,11 @@ def test_job_views_carry_no_true_duration() -> None:
 
 
 def test_the_daemon_never_binds_an_oracle() -> None:
+    # The daemon names OracleReading only to refuse such a policy (test_daemon_policy.py);
+    # it never binds or builds an oracle, and never reads true durations.
     daemon = Path(policies.__file__).resolve().parents[1] / "daemon"
     text = "".join(p.read_text() for p in daemon.glob("*.py"))
-    for word in ("bind_oracle", "Oracle", "true_remaining"):
+    for word in ("bind_oracle", "SimOracle", "true_remaining", "remaining_s("):
         assert word not in text
 
 

@@ -37,7 +37,7 @@ def test_empty_cluster(name: str) -> None:
 
 
 def test_oracles_are_the_oracle_ones() -> None:
-    assert policies.ORACLES == {"sjf-oracle", "srtf-oracle"}
+    assert policies.ORACLES == {"sjf-oracle", "srtf-oracle", "srtf2d-oracle"}
 
 
 @pytest.mark.parametrize(("name", "options"), [

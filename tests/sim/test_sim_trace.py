@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from slurm_rl.sim import trace
-from slurm_rl.sim.runner import resolve_trace_path
+from slurm_rl.sim.run import resolve_trace_path
 from slurm_rl.sim.trace import TraceError, TraceJob
 
 
