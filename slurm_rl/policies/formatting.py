@@ -5,11 +5,16 @@ Pure: no clock, no local time zone.
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime
 
 
 def fmt_dur(seconds: float) -> str:
-    """A short duration: 45s, 12m, 3.5h, 2.0d."""
+    """A short duration: 45s, 12m, 3.5h, 2.0d ("unbounded" for an infinite one)."""
+    if seconds != seconds:
+        return "unknown"
+    if seconds in (math.inf, -math.inf):
+        return "unbounded" if seconds > 0 else "-unbounded"
     s = abs(seconds)
     sign = "-" if seconds < 0 else ""
     if s < 120:
