@@ -249,11 +249,15 @@ class ProgressReporter:
         result = self.runner.run(["squeue", "-h", "-j", self.job_id, "-O", f"Comment:{SEP}"])
         if not result.ok:
             raise ProgressError(f"job {self.job_id}: squeue failed: {_last_line(result.stderr)}")
-        lines = [ln for ln in result.stdout.split("\n") if ln]
-        if len(lines) != 1:
+        # One record per job, ended by the separator and a newline: a comment may itself hold
+        # newlines (the owner's own text), so records are not lines.
+        records = result.stdout.split(SEP + "\n")
+        if records and records[-1] == "":
+            records.pop()
+        if len(records) != 1:
             raise ProgressError(f"job {self.job_id}: expected one job from squeue, got "
-                                f"{len(lines)} (for an array, give the task's own job id)")
-        comment = lines[0].removesuffix(SEP)
+                                f"{len(records)} (for an array, give the task's own job id)")
+        comment = records[0]
         return "" if comment == "(null)" else comment
 
 
