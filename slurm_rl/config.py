@@ -72,6 +72,11 @@ class DaemonConfig:
     """Seconds between the starts of two cycles."""
     policy: str = "deadline"
     """Name of a registered policy (`slurm-rl policies` lists them)."""
+    policy_options: tuple[str, ...] = ()
+    """KEY=VALUE options for the policy, e.g. ["checkpoint=/var/lib/slurm-rl/rl.pt"]."""
+    fallback_policy: str = "fifo"
+    """Decides for any cycle in which the policy can not be loaded, fails, or returns a decision
+    the daemon will not act on (one log line each time it changes)."""
     dry_run: bool = False
     """Shadow mode: decide and record, never act."""
     scope: Scope = Scope.RLSBATCH
@@ -89,6 +94,12 @@ class DaemonConfig:
         _seconds("daemon.backoff_max_s", self.backoff_max_s)
         if not self.policy.strip():
             raise ConfigError("daemon.policy: must name a policy")
+        if not self.fallback_policy.strip():
+            raise ConfigError("daemon.fallback_policy: must name a policy")
+        for item in self.policy_options:
+            key, eq, _ = item.partition("=")
+            if not eq or not key.strip().isidentifier():
+                raise ConfigError(f"daemon.policy_options: {item!r} is not KEY=VALUE")
         if not 1 <= self.backoff_factor <= 100:
             raise ConfigError(f"daemon.backoff_factor: must be 1..100 (got {self.backoff_factor})")
         if self.backoff_max_s < self.backoff_initial_s:

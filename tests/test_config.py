@@ -102,7 +102,7 @@ def test_an_unknown_key_is_named_with_the_valid_ones() -> None:
     message = error("[daemon]\nintervl_s = 3\n")
     assert "unknown key 'intervl_s' in [daemon]" in message
     assert ("valid keys: actuation, backoff_factor, backoff_initial_s, backoff_max_s, dry_run, "
-            "interval_s, partitions, policy, scope") in message
+            "fallback_policy, interval_s, partitions, policy, policy_options, scope") in message
 
 
 def test_an_unknown_section_is_named_with_the_valid_ones() -> None:

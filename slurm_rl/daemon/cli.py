@@ -9,13 +9,16 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_rl.config import SECONDS_RANGE, Actuation, Config, ConfigError, Scope, load_config
+from slurm_rl.core import Policy
+from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
 from slurm_rl.slurm.parse import SqueueRecord
@@ -168,11 +171,46 @@ def _positive_seconds(_ctx: click.Context, param: click.Parameter, value: float 
     return value
 
 
+def parse_policy_options(items: Sequence[str]) -> dict[str, Any]:
+    """KEY=VALUE strings → keyword arguments (whole numbers, numbers, true/false converted)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, raw = item.partition("=")
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f"{item!r} is not KEY=VALUE")
+        value: Any = raw
+        if raw.lower() in ("true", "false"):
+            value = raw.lower() == "true"
+        else:
+            for kind in (int, float):
+                try:
+                    value = kind(raw) if raw.isascii() else raw
+                    break
+                except ValueError:
+                    continue
+        out[key] = value
+    return out
+
+
+def _live_policy(name: str, options: dict[str, Any]) -> Policy:
+    from slurm_rl import policies
+    from slurm_rl.policies.capabilities import OracleReading
+
+    made = policies.make(name, **options)
+    if isinstance(made, OracleReading):
+        raise PolicyRefused(f"policy {name!r} reads true job durations: not on a live cluster")
+    return made
+
+
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
 @click.option("--interval", "interval_s", type=float, callback=_positive_seconds,
               help="Seconds between cycle starts, 0.1 to 86400 (default: [daemon] interval_s).")
 @click.option("--policy", help="Policy name (default: [daemon] policy; see slurm-rl policies).")
+@click.option("--policy-option", "policy_option", multiple=True, metavar="KEY=VALUE",
+              help="An option for the policy, e.g. checkpoint=PATH (repeatable; default: "
+                   "[daemon] policy_options).")
 @click.option("--dry-run", is_flag=True, default=None,
               help="Shadow mode: decide and record, never change anything in Slurm.")
 @click.option("--actuation", type=click.Choice([a.value for a in Actuation]),
@@ -186,14 +224,14 @@ def _positive_seconds(_ctx: click.Context, param: click.Parameter, value: float 
                    "tests on a shared cluster).")
 @click.option("-v", "--verbose", is_flag=True)
 @click.option("--debug", is_flag=True, help="Show tracebacks for errors at start.")
-def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bool | None,
+def daemon(once: bool, interval_s: float | None, policy: str | None,
+           policy_option: tuple[str, ...], dry_run: bool | None,
            actuation: str | None, config_file: Path | None, db_path: Path | None,
            only_name_prefix: str | None, verbose: bool, debug: bool) -> None:
     """Watch Slurm, decide the order and GPU counts of pending jobs, apply them."""
     from slurm_rl import policies
     from slurm_rl.daemon.actuator import ScontrolExecutor
     from slurm_rl.daemon.loop import FAILPOINT_ENV, FAILPOINTS, Backoff, Daemon, DaemonOptions
-    from slurm_rl.policies.capabilities import OracleReading
     from slurm_rl.slurm.adapter import SlurmAdapter
     from slurm_rl.slurm.runner import SubprocessRunner
 
@@ -205,12 +243,21 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
     dc = config.daemon
     name = policy or dc.policy
     try:
-        chosen = policies.make(name)
+        opts = parse_policy_options(policy_option or dc.policy_options)
     except ValueError as exc:
-        raise click.ClickException(str(exc)) from None
-    if isinstance(chosen, OracleReading):
-        raise PolicyRefused(f"policy {name!r} reads true job durations, which only the "
-                            "simulator knows: it can not run on a live cluster")
+        raise click.BadParameter(str(exc), param_hint="'--policy-option'") from None
+    for which, pname in (("policy", name), ("fallback policy", dc.fallback_policy)):
+        if pname not in policies.names():
+            raise click.ClickException(f"unknown {which} {pname!r} (valid: "
+                                       f"{', '.join(policies.names())})")
+        if pname in policies.ORACLES:
+            raise PolicyRefused(f"policy {pname!r} reads true job durations, which only the "
+                                "simulator knows: it can not run on a live cluster")
+    try:
+        fallback = policies.make(dc.fallback_policy)
+    except (ValueError, TypeError) as exc:
+        raise click.ClickException(f"fallback policy {dc.fallback_policy!r}: {exc}") from None
+    chosen = GuardedPolicy(name, lambda: _live_policy(name, opts), fallback)
     failpoint = os.environ.get(FAILPOINT_ENV) or None
     if failpoint is not None and failpoint not in FAILPOINTS:
         raise click.ClickException(f"{FAILPOINT_ENV}={failpoint!r} (valid: {FAILPOINTS})")
@@ -235,12 +282,17 @@ def daemon(once: bool, interval_s: float | None, policy: str | None, dry_run: bo
         log.info("%s: finishing the cycle, then exiting", signal.Signals(signum).name)
         stop.set()
 
+    def on_hup(_signum: int, _frame: FrameType | None) -> None:
+        log.info("SIGHUP: reloading the policy before the next cycle")
+        the_daemon.reload_requested.set()
+
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGHUP, on_hup)
     interval = interval_s if interval_s is not None else dc.interval_s
     scope = dc.scope.value + (f" ({', '.join(dc.partitions)})" if dc.partitions else "")
     log.info("slurm-rl daemon: policy %s, %s%s, scope %s%s, every %.3gs, database %s",
-             chosen.name, options.actuation.value, " DRY RUN" if options.dry_run else "",
+             chosen.label, options.actuation.value, " DRY RUN" if options.dry_run else "",
              scope, f" and name {only_name_prefix}*" if only_name_prefix else "",
              interval, path)
     try:

@@ -37,6 +37,7 @@ from slurm_rl.daemon.actuator import (
     plan_changes,
 )
 from slurm_rl.daemon.gate import Gate
+from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.poll import Polled, Poller
 from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
@@ -104,7 +105,9 @@ class Daemon:
         self.adapter = adapter
         self.executor = executor
         self.sessions = sessions
-        self.policy = policy  # never rebuilt: a Stateful one learns for the daemon's life
+        self.policy = policy  # rebuilt only on SIGHUP (GuardedPolicy.reload)
+        self.reload_requested = threading.Event()
+        """Set by SIGHUP: the policy is rebuilt (a new checkpoint read) before the next cycle."""
         self.options = options or DaemonOptions()
         self.clock = clock
         self.poller = Poller(adapter)
@@ -309,6 +312,10 @@ class Daemon:
         failing = False
         while not stop.is_set():
             started = time.monotonic()
+            if self.reload_requested.is_set():
+                self.reload_requested.clear()
+                if isinstance(self.policy, GuardedPolicy):
+                    self.policy.reload()
             try:
                 report = self.cycle()
             except SlurmUnavailableError as exc:

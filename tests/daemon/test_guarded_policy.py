@@ -1,0 +1,129 @@
+"""The daemon's policy fallback (guarded.py): pure logic, with fake policies named as fakes."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import pytest
+
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Decision,
+    JobId,
+    JobOrder,
+    JobState,
+    JobView,
+    NodeName,
+    NodeState,
+    NodeView,
+    Policy,
+)
+from slurm_rl.daemon.cli import parse_policy_options
+from slurm_rl.daemon.guarded import GuardedPolicy, check_decision
+from slurm_rl.policies.fifo import new as fifo
+
+
+def snapshot() -> ClusterSnapshot:
+    jobs = tuple(JobView(id=JobId(str(i)), state=JobState.PENDING, submit_time=float(i), gpus=1)
+                 for i in (1, 2, 3))
+    done = JobView(id=JobId("9"), state=JobState.RUNNING, submit_time=0.0, gpus=1)
+    node = NodeView(name=NodeName("n1"), state=NodeState.IDLE, gpus_total=4)
+    return ClusterSnapshot(time=10.0, jobs=(*jobs, done), nodes=(node,))
+
+
+@dataclass
+class FakeLifo:
+    """A fake policy: last submitted first, or whatever `orders` says."""
+
+    name: str = "fake"
+    orders: tuple[JobOrder, ...] | None = None
+    fail: Exception | None = None
+
+    def decide(self, snap: ClusterSnapshot) -> Decision:
+        if self.fail is not None:
+            raise self.fail
+        if self.orders is not None:
+            return Decision(policy=self.name, order=self.orders)
+        pending = sorted((j for j in snap.jobs if j.state.is_pending),
+                         key=lambda j: -j.submit_time)
+        return Decision(policy=self.name, order=tuple(
+            JobOrder(job_id=j.id, rank=r, reason="fake") for r, j in enumerate(pending)))
+
+
+def guarded(factory: object) -> GuardedPolicy:
+    return GuardedPolicy("fake", factory, fifo())  # type: ignore[arg-type]
+
+
+def ranked(d: Decision) -> list[str]:
+    return [o.job_id for o in sorted(d.order, key=lambda o: o.rank)]
+
+
+def test_a_working_policy_decides() -> None:
+    g = guarded(FakeLifo)
+    assert g.label == "fake" and ranked(g.decide(snapshot())) == ["3", "2", "1"]
+
+
+def test_a_policy_that_can_not_be_built_falls_back_with_one_line(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def broken() -> Policy:
+        raise FileNotFoundError("no such checkpoint: /x.pt")
+
+    with caplog.at_level(logging.ERROR):
+        g = guarded(broken)
+        for _ in range(3):
+            d = g.decide(snapshot())
+    assert ranked(d) == ["1", "2", "3"] and d.policy == "fifo"
+    assert g.label == "fifo (fallback for fake)"
+    errors = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
+    assert errors == ["policy 'fake' could not be loaded (FileNotFoundError: no such "
+                      "checkpoint: /x.pt); deciding with 'fifo'"]
+
+
+@pytest.mark.parametrize("orders, why", [
+    ((JobOrder(job_id=JobId("9"), rank=0),), "not pending"),
+    ((JobOrder(job_id=JobId("1"), rank=0), JobOrder(job_id=JobId("1"), rank=1)), "twice"),
+    ((JobOrder(job_id=JobId("1"), rank=math.nan),), "not a whole number"),  # type: ignore[arg-type]
+    ((JobOrder(job_id=JobId("1"), rank=0, gpus=0),), "GPU count"),
+    ((JobOrder(job_id=JobId("7"), rank=0),), "not pending"),
+])
+def test_a_decision_the_daemon_must_not_act_on_is_replaced(orders: tuple[JobOrder, ...],
+                                                           why: str) -> None:
+    with pytest.raises(ValueError, match=why):
+        check_decision(Decision(policy="x", order=orders), snapshot())
+    g = guarded(lambda: FakeLifo(orders=orders))
+    d = g.decide(snapshot())
+    assert d.policy == "fifo" and ranked(d) == ["1", "2", "3"]
+    assert any("fallback for fake" in n for n in d.notes)
+
+
+def test_a_policy_that_raises_falls_back_for_that_cycle_only() -> None:
+    fake = FakeLifo(fail=RuntimeError("network returned NaN"))
+    g = guarded(lambda: fake)
+    assert g.decide(snapshot()).policy == "fifo"
+    fake.fail = None
+    assert g.decide(snapshot()).policy == "fake"
+
+
+def test_reload_builds_the_policy_afresh() -> None:
+    built: list[int] = []
+
+    def factory() -> Policy:
+        built.append(1)
+        if len(built) == 1:
+            raise OSError("checkpoint not there yet")
+        return FakeLifo()
+
+    g = guarded(factory)
+    assert g.decide(snapshot()).policy == "fifo"
+    assert g.reload() and g.decide(snapshot()).policy == "fake" and g.name == "fake"
+
+
+def test_policy_options_are_parsed_and_checked() -> None:
+    assert parse_policy_options(["checkpoint=/a=b.pt", "margin=0.5", "n=3", "x=true"]) == {
+        "checkpoint": "/a=b.pt", "margin": 0.5, "n": 3, "x": True}
+    for bad in ("noequals", "=1", "not an id=1"):
+        with pytest.raises(ValueError, match="is not KEY=VALUE"):
+            parse_policy_options([bad])
+    assert parse_policy_options(["n=\u0663"]) == {"n": "\u0663"}  # only ASCII digits
