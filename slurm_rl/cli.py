@@ -18,6 +18,7 @@ _COMMANDS: dict[str, str] = {
     "evaluate": "slurm_rl.sim.evaluate:evaluate",
     "policies": "slurm_rl.cli:policies_command",
     "gittins-table": "slurm_rl.gittins_table:gittins_table",
+    "train": "slurm_rl.rl.train:train_command",
 }
 
 

@@ -279,6 +279,11 @@ class ClusterSnapshot:
     """Optional, precomputed where it is cheap (the simulator keeps it up to date): [f] is how
     many usable nodes have exactly f GPUs free, every usable node having len - 1 GPUs. None:
     policies derive it from `nodes`. Checked against `nodes` when given to the constructor."""
+    running_changes: RunningChanges | None = field(default=None, init=False, compare=False,
+                                                   repr=False)
+    """Optional, set where the builder knows it cheaply (the simulator): which jobs started and
+    stopped running since an earlier snapshot. None (always after __init__, so also after
+    `dataclasses.replace`): not known."""
 
     def __post_init__(self) -> None:
         if self.free_counts is not None:
@@ -301,7 +306,10 @@ class ClusterSnapshot:
 
     @property
     def running_ids(self) -> frozenset[JobId]:
-        """Ids of the running jobs (a subclass may answer without building their views)."""
+        """Ids of the running jobs. The same object as an earlier snapshot's (`is`) means that
+        no job started, stopped or began a new run in between (`running`: the same jobs and runs
+        in the same order). The simulator's snapshots share it while no job starts or ends; a
+        plain snapshot makes a new one at every read, so never rely on getting the same one."""
         return frozenset(j.id for j in self.running)
 
     @property
@@ -316,6 +324,22 @@ class ClusterSnapshot:
     @property
     def gpus_free(self) -> int:
         return sum(n.gpus_free for n in self.nodes)
+
+
+class RunningChanges(Protocol):
+    """`ClusterSnapshot.running_changes`: how its running jobs differ from those of the
+    snapshot whose `running_ids` is the object `since` (valid only for who saw that object)."""
+
+    @property
+    def since(self) -> frozenset[JobId]: ...
+    @property
+    def started(self) -> tuple[JobView, ...]:
+        """Views of the jobs in a run that was not running then (started, restarted or
+        resized since), in `running` order."""
+    @property
+    def stopped(self) -> tuple[tuple[JobId, JobView | None], ...]:
+        """Jobs running then and not now, in the earlier `running` order, each with its view
+        here (pending again, or finished and listed) or None where this snapshot lists it not."""
 
 
 class _Reason:
@@ -386,8 +410,12 @@ class Decision:
 
 
 class Policy(Protocol):
-    """A scheduling policy. `decide` must be pure: no clock, no subprocess, no database,
-    no global torch state; the same snapshot gives the same decision."""
+    """A scheduling policy. `decide` does no I/O: no clock, no subprocess, no database, no
+    global torch state. Most shipped policies are pure (the same snapshot gives the same
+    decision); those that keep state between calls declare it (`capabilities.Stateful`, with
+    a `reset()` the simulator calls at every run or episode): `tiresias` (when each job was
+    last seen running, its service at its last promotion) and `sjf` (run-time history,
+    `Observing`). What a policy does beyond ordering it declares the same way."""
 
     name: str
 

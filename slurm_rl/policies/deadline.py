@@ -28,6 +28,13 @@ late job the count with the earliest expected end; else the range minimum. Walki
 the free GPUs per node, a job that can start now may get a larger count, one step at a time,
 while each step cuts its predicted remaining time by at least `min_gain` and every job after it
 that could start now at its base still can. A job that cannot start now keeps its base.
+
+Cost (docs/simulator.md, benchmarks): what a pending job's view alone decides (estimate, counts,
+layouts, remaining times) is kept while the view is the same object (views are immutable, and a
+pending job's estimate does not move with the clock); the running jobs' expected ends are worked
+out only when some job does not fit now; start times are shared by jobs of one shape; reasons
+are formatted when read. tests/policies/test_deadline_fast.py checks it against the plain
+version (reference_deadline.py).
 """
 
 from __future__ import annotations
@@ -35,161 +42,332 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from dataclasses import dataclass, field, replace
+import operator
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
-from slurm_rl.policies.capacity import Capacity, job_layout
+from slurm_rl.policies.capacity import Capacity, job_layout, job_parts
 from slurm_rl.policies.estimates import Estimate, Source, estimate_remaining, remaining_at
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.options import build
-from slurm_rl.policies.ordering import managed_pending, orders, submit_key
+from slurm_rl.policies.ordering import Ranked, Reason, managed_pending, orders, submit_key
 
 NAME = "deadline"
 
+_CRIT, _BE = ServiceClass.CRITICAL, ServiceClass.BESTEFFORT
+_BE_LATE = (4, 1, 0.0)
+"""A late besteffort job's place: with the besteffort jobs that have no deadline."""
 
-@dataclass(frozen=True, kw_only=True)
-class _Plan:
-    job: JobView
+
+@dataclass(slots=True, kw_only=True)
+class _Job:
+    """What a pending job's view alone decides, for the node size (and, with a GPU range, the
+    cluster size) it was made for."""
+
+    view: JobView
+    node_cap: int
+    total: int | None
+    """The cluster's usable GPUs the counts were capped at (None: no range, not needed)."""
     counts: tuple[int, ...]
+    shapes: tuple[tuple[tuple[int, ...], int], ...]
+    """(layout, GPUs) at each count: what its start time depends on."""
+    rem: dict[int, float]
+    """Predicted remaining time at each count (inf: unknown)."""
     est: Estimate | None
-    sort: tuple[int, int, float] = (0, 0, 0.0)
-    """(group, subgroup, key) as in the module docstring."""
-    base: int = 0
-    why: str = ""
+    src: str
+    cls: ServiceClass
+    deadline: float | None
+    hard: bool
+    in_time: int
+    """Its group when it can make its deadline (critical 0, standard 1, besteffort 4)."""
+    late_group: int
+    """Its subgroup of group 2 when late (critical 0, standard 1; besteffort -1: _BE_LATE)."""
+    special: bool
+    """A GPU range, or a submit time that is NaN (see decide)."""
+    fixed: _Plan | None = None
+    """The plan when it does not depend on the clock (no deadline)."""
 
-    def rem(self, gpus: int) -> float:
-        return remaining_at(self.job, self.est, gpus) if self.est else math.inf
+
+@dataclass(slots=True)
+class _Plan:
+    job: _Job
+    sort: tuple[int, int, float]
+    """(group, subgroup, key) as in the module docstring."""
+    base: int
+    why: Reason
 
 
 class _Starts:
     """When a pending job could start at g GPUs: now if they fit on the nodes now, else when
     enough running jobs are expected to end (their estimates; GPUs counted cluster-wide). When
-    running jobs of unknown duration hold the GPUs it cannot tell, and says now (optimistic)."""
+    running jobs of unknown duration hold the GPUs it cannot tell, and says now (optimistic).
+
+    The running jobs' ends are worked out at the first job that does not fit now; answers are
+    kept per (layout, GPUs)."""
 
     def __init__(self, snapshot: ClusterSnapshot, cap: Capacity) -> None:
         self.now, self.cap, self.free = snapshot.time, cap, cap.total_free
-        ends = []
-        for j in snapshot.running:
-            est = estimate_remaining(j, snapshot.time)
-            if est is not None:
-                ends.append((snapshot.time + est.seconds, j.gpus))
-        ends.sort()
-        self.times = [t for t, _ in ends]
-        self.freed = list(itertools.accumulate(g for _, g in ends))
+        self._snapshot = snapshot
+        self._times: list[float] | None = None
+        self._freed: list[int] = []
+        self._known: dict[tuple[tuple[int, ...], int], float] = {}
 
-    def at(self, job: JobView, gpus: int) -> float:
-        if self.cap.fits(job_layout(job, gpus, self.cap.node_cap)):
+    def at(self, shape: tuple[tuple[int, ...], int]) -> float:
+        t = self._known.get(shape)
+        if t is None:
+            t = self._known[shape] = self._at(*shape)
+        return t
+
+    def _at(self, parts: tuple[int, ...], gpus: int) -> float:
+        if self.cap.fits(parts):
             return self.now
-        i = bisect.bisect_left(self.freed, gpus - self.free)
-        return max(self.now, self.times[i]) if i < len(self.times) else self.now
+        times = self._times
+        if times is None:
+            times = self._ends()
+        i = bisect.bisect_left(self._freed, gpus - self.free)
+        return max(self.now, times[i]) if i < len(times) else self.now
+
+    def _ends(self) -> list[float]:
+        now, running = self.now, self._snapshot.running
+        # The policy's hottest loop, kept in C: estimate_remaining's first case (a prediction,
+        # max(0.0, predicted)) for all running jobs at once, the other cases one by one.
+        seconds: list[float | None] = list(map(_predicted, running))
+        if None in seconds:
+            for i, j in enumerate(running):
+                if seconds[i] is None:
+                    est = estimate_remaining(j, now)
+                    seconds[i] = None if est is None else est.seconds
+            gpus = [j.gpus for j, s in zip(running, seconds, strict=True) if s is not None]
+            known = [s for s in seconds if s is not None]
+        else:
+            gpus, known = list(map(_gpus, running)), seconds  # type: ignore[assignment]
+        ends = list(map(operator.add, itertools.repeat(now),
+                        map(max, itertools.repeat(0.0), known)))  # now + max(0.0, s)
+        # By end alone: the GPUs of jobs that end at the same time are freed together, so
+        # `_at` finds the same time whatever their order (cheaper than sorting pairs).
+        if len(ends) > 1:
+            by_end = operator.itemgetter(*sorted(range(len(ends)), key=ends.__getitem__))
+            ends, gpus = list(by_end(ends)), list(by_end(gpus))
+        self._times = ends
+        self._freed = list(itertools.accumulate(gpus))
+        return ends
+
+
+_predicted = operator.attrgetter("predicted_remaining_s")
+_gpus = operator.attrgetter("gpus")
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
     # Declares no capability (capabilities.py): it only orders jobs and sets GPU counts, so
-    # the simulator may skip decide() calls that could not change anything.
+    # the simulator may skip decide() calls that could not change anything. The memo below
+    # changes no decision (tests/policies/test_deadline_fast.py).
     min_gain: float = 0.2
     """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
+    _jobs: dict[JobId, _Job] = field(default_factory=dict, init=False, repr=False,
+                                     compare=False)
+    """The last call's pending jobs (see _Job)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
             raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
 
-    def _plan(self, job: JobView, now: float, starts: _Starts, total: int) -> _Plan:
-        rng = gpu_range(job)
-        p = _Plan(job=job, counts=tuple(allowed_counts(*rng, starts.cap.node_cap, total) if rng
-                                        else [job.gpus]),
-                  est=estimate_remaining(job, now))
-        lo = p.counts[0]
-        src = f" ({p.est.source.value})" if p.est else ""
-        it = job.intent
+    def _job(self, view: JobView, now: float, node_cap: int, total: int | None) -> _Job:
+        rng = gpu_range(view)
+        counts = tuple(allowed_counts(*rng, node_cap, total) if rng and total is not None
+                       else [view.gpus])
+        est = estimate_remaining(view, now)  # pending: the clock plays no part
+        it = view.intent
         cls = it.service_class if it else ServiceClass.STANDARD
-        be = cls is ServiceClass.BESTEFFORT
-        in_time = 4 if be else (0 if cls is ServiceClass.CRITICAL else 1)
-        d = it.deadline if it else None
-        if d is None:
-            why = f"no deadline: by age, submitted {fmt_time(job.submit_time)}"
-            return replace(p, sort=(4, 1, 0.0) if be else (3, 0, 0.0), base=lo,
-                           why=f"besteffort, {why}" if be else why)
-        if p.est is None:
-            return replace(p, sort=(in_time, 0, d - now), base=lo,
-                           why=f"{cls.value}, deadline {fmt_time(d)}, duration unknown: "
-                               f"slack <= {fmt_dur(d - now)}")
-        start = {g: starts.at(job, g) for g in p.counts}
-        end = {g: start[g] + p.rem(g) for g in p.counts}
-        ok = [g for g in p.counts if end[g] <= d]
-        if ok:
-            g = ok[0]
-            slack = d - end[g]
-            when = "" if start[g] <= now else f", starts in ~{fmt_dur(start[g] - now)}"
-            return replace(p, sort=(in_time, 0, slack), base=g,
-                           why=f"{cls.value}, slack {fmt_dur(slack)}, deadline {fmt_time(d)}, "
-                               f"needs {g} GPUs (est {fmt_dur(p.rem(g))}{src}{when})")
-        if_now = [g for g in p.counts if now + p.rem(g) <= d]
-        if not if_now and p.est.source is Source.TIME_LIMIT:
-            return replace(p, sort=(in_time, 0, d - now), base=lo,
-                           why=f"{cls.value}, deadline {fmt_time(d)}, time limit "
-                               f"{fmt_dur(p.rem(lo))} is longer than the {fmt_dur(d - now)} left "
-                               f"(an upper bound only): slack <= {fmt_dur(d - now)}")
-        best = min(p.counts, key=lambda g: (end[g], g))
-        late = end[best] - d
-        if not if_now and it is not None and it.hard:
-            best = min(p.counts, key=lambda g: (p.rem(g), g))
-            return replace(p, sort=(5, 0, 0.0), base=lo,
-                           why=f"demoted: hard deadline {fmt_time(d)} unreachable "
-                               f"(est {fmt_dur(p.rem(best))} at {best} GPUs{src}, "
-                               f"{fmt_dur(d - now)} left)")
-        sort = (4, 1, 0.0) if be else (2, 0 if cls is ServiceClass.CRITICAL else 1, late)
-        kind = "hard" if it is not None and it.hard else "soft"
-        what = (f"at risk: would make it only if started now; expected {fmt_dur(late)} late"
-                if if_now else f"missed by {fmt_dur(late)}")
-        return replace(p, sort=sort, base=best,
-                       why=f"{cls.value}, {kind} deadline {fmt_time(d)} {what} at {best} "
-                           f"GPUs (est {fmt_dur(p.rem(best))}{src}): by lateness")
+        j = _Job(view=view, node_cap=node_cap, total=total if rng else None, counts=counts,
+                 shapes=tuple((job_parts(view, g, node_cap), g) for g in counts),
+                 rem={g: remaining_at(view, est, g) if est else math.inf for g in counts},
+                 est=est, src=f" ({est.source.value})" if est else "", cls=cls,
+                 deadline=it.deadline if it else None, hard=it is not None and it.hard,
+                 in_time=4 if cls is _BE else (0 if cls is _CRIT else 1),
+                 late_group=-1 if cls is _BE else (0 if cls is _CRIT else 1),
+                 special=bool(rng) or math.isnan(view.submit_time))
+        if j.deadline is None:
+            be = cls is _BE
+            j.fixed = _Plan(j, (4, 1, 0.0) if be else (3, 0, 0.0), counts[0],
+                            partial(_why_no_deadline, be, view.submit_time))
+        return j
+
+    def _plan(self, j: _Job, now: float, starts: _Starts) -> _Plan:
+        if j.fixed is not None:
+            return j.fixed
+        d = j.deadline
+        assert d is not None
+        if j.est is None:
+            return _Plan(j, (j.in_time, 0, d - now), j.counts[0],
+                         partial(_why_unknown, j.cls, d, now))
+        counts, rem = j.counts, j.rem
+        if len(counts) == 1:  # most jobs: no GPU range
+            g = counts[0]
+            start = starts.at(j.shapes[0])
+            end = start + rem[g]
+            if end <= d:
+                slack = d - end
+                return _Plan(j, (j.in_time, 0, slack), g,
+                             partial(_why_ok, j, g, slack, start - now))
+            at_risk = now + rem[g] <= d
+            if at_risk or not (j.hard or j.est.source is Source.TIME_LIMIT):
+                late = end - d  # late, as in _late (the usual case, inline)
+                return _Plan(j, (2, j.late_group, late) if j.late_group >= 0 else _BE_LATE, g,
+                             partial(_why_late, j, g, late, at_risk))
+            return _late(j, now, g, end, at_risk)
+        start_at = {g: starts.at(shape) for g, shape in zip(counts, j.shapes, strict=True)}
+        end_at = {g: start_at[g] + rem[g] for g in counts}
+        for g in counts:
+            if end_at[g] <= d:
+                slack = d - end_at[g]
+                return _Plan(j, (j.in_time, 0, slack), g,
+                             partial(_why_ok, j, g, slack, start_at[g] - now))
+        best = min(counts, key=lambda g: (end_at[g], g))
+        return _late(j, now, best, end_at[best], any(now + rem[g] <= d for g in counts))
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         now = snapshot.time
         cap = Capacity.of(snapshot)
+        node_cap = cap.node_cap
         starts = _Starts(snapshot, cap)
-        total = snapshot.gpus_total
-        plans = [self._plan(j, now, starts, total) for j in managed_pending(snapshot)]
-        plans.sort(key=lambda p: (p.sort, submit_key(p.job)))
-        counts = self._counts(plans, cap)
-        ranked = []
+        total: int | None = None  # the cluster's usable GPUs, once a job with a range needs it
+        old, jobs, plans, special = self._jobs, {}, [], []
+        for v in managed_pending(snapshot):
+            j = old.get(v.id)
+            if j is not None and (j.view is not v or j.node_cap != node_cap):
+                j = None
+            elif j is not None and j.total is not None:  # a range: counts capped at total
+                total = snapshot.gpus_total if total is None else total
+                j = j if j.total == total else None
+            if j is None:
+                if total is None and gpu_range(v):
+                    total = snapshot.gpus_total
+                j = self._job(v, now, node_cap, total)
+            jobs[v.id] = j
+            plans.append(self._plan(j, now, starts))
+            if j.special:
+                special.append(j)
+        self._jobs.clear()
+        self._jobs.update(jobs)
+        # Stable: ties keep managed_pending's submit order, as sorting by (sort, submit_key)
+        # would (unless a submit time is NaN, which orders nothing).
+        if any(j.view.submit_time != j.view.submit_time for j in special):
+            plans.sort(key=lambda p: (p.sort, submit_key(p.job.view)))
+        else:
+            plans.sort(key=_sort_key)
+        counts = (self._counts(plans, cap) if any(len(j.counts) > 1 for j in special)
+                  else {})
+        ranked: list[Ranked] = []
         for p in plans:
-            g = counts.get(p.job.id, p.base)
-            why = p.why
-            if g != p.base:
-                why += (f"; given {g} GPUs (free, est {fmt_dur(p.rem(p.base))} -> "
-                        f"{fmt_dur(p.rem(g))})")
-            ranked.append((p.job, why, g if gpu_range(p.job) else None))
+            j = p.job
+            if j.total is None:  # no range: no count to give
+                ranked.append((j.view, p.why, None))
+                continue
+            g = counts.get(j.view.id, p.base)
+            why = p.why if g == p.base else partial(_given, p.why, g, j.rem[p.base], j.rem[g])
+            ranked.append((j.view, why, g))
         return Decision(policy=self.name, order=orders(ranked))
 
     def _counts(self, plans: list[_Plan], cap: Capacity) -> dict[JobId, int]:
         """GPU counts for jobs that can start now: base, or more while it pays (see module)."""
         probe = cap.copy()
-        starters = [p for p in plans if not p.job.held
-                    and probe.take(job_layout(p.job, p.base, cap.node_cap))]
-        layouts = [job_layout(p.job, p.base, cap.node_cap) for p in starters]
+        starters = []
+        for p in plans:
+            # With no GPU left only a job of no GPUs could start (it needs no node).
+            if not p.job.view.held and (probe.total_free > 0 or p.base <= 0) and probe.take(
+                    job_layout(p.job.view, p.base, cap.node_cap)):
+                starters.append(p)
+        layouts = [job_layout(p.job.view, p.base, cap.node_cap) for p in starters]
         free = cap.copy()
         out: dict[JobId, int] = {}
         for i, p in enumerate(starters):
+            j = p.job
             g = p.base
-            for c in (c for c in p.counts if c > p.base):
-                if p.rem(c) > p.rem(g) * (1 - self.min_gain):
+            for c in (c for c in j.counts if c > p.base):
+                if j.rem[c] > j.rem[g] * (1 - self.min_gain):
                     break
                 trial = free.copy()
-                if not trial.take(job_layout(p.job, c, cap.node_cap)):
+                if not trial.take(job_layout(j.view, c, cap.node_cap)):
                     break
                 if not all(trial.take(parts) for parts in layouts[i + 1:]):
                     break
                 g = c
-            free.take(job_layout(p.job, g, cap.node_cap))
-            out[p.job.id] = g
+            free.take(job_layout(j.view, g, cap.node_cap))
+            out[j.view.id] = g
         return out
+
+
+def _late(j: _Job, now: float, best: int, end: float, at_risk: bool) -> _Plan:
+    """The plan of a deadline job with an estimate that ends too late at every count: `best`,
+    the count with the earliest expected end, `end`; `at_risk`: it would make it if started
+    now at some count."""
+    d = j.deadline
+    assert d is not None and j.est is not None
+    if not at_risk and j.est.source is Source.TIME_LIMIT:
+        return _Plan(j, (j.in_time, 0, d - now), j.counts[0], partial(_why_bound, j, now))
+    if not at_risk and j.hard:
+        return _Plan(j, (5, 0, 0.0), j.counts[0], partial(_why_demoted, j, now))
+    late = end - d
+    sort = (2, j.late_group, late) if j.late_group >= 0 else _BE_LATE
+    return _Plan(j, sort, best, partial(_why_late, j, best, late, at_risk))
+
+
+def _sort_key(p: _Plan) -> tuple[int, int, float]:
+    return p.sort
+
+
+# -- reasons, formatted when read -------------------------------------------------------------
+
+def _why_no_deadline(be: bool, submitted: float) -> str:
+    why = f"no deadline: by age, submitted {fmt_time(submitted)}"
+    return f"besteffort, {why}" if be else why
+
+
+def _why_unknown(cls: ServiceClass, d: float, now: float) -> str:
+    return (f"{cls.value}, deadline {fmt_time(d)}, duration unknown: "
+            f"slack <= {fmt_dur(d - now)}")
+
+
+def _why_ok(j: _Job, g: int, slack: float, wait: float) -> str:
+    when = "" if wait <= 0 else f", starts in ~{fmt_dur(wait)}"
+    assert j.deadline is not None
+    return (f"{j.cls.value}, slack {fmt_dur(slack)}, deadline {fmt_time(j.deadline)}, "
+            f"needs {g} GPUs (est {fmt_dur(j.rem[g])}{j.src}{when})")
+
+
+def _why_bound(j: _Job, now: float) -> str:
+    d, lo = j.deadline, j.counts[0]
+    assert d is not None
+    return (f"{j.cls.value}, deadline {fmt_time(d)}, time limit "
+            f"{fmt_dur(j.rem[lo])} is longer than the {fmt_dur(d - now)} left "
+            f"(an upper bound only): slack <= {fmt_dur(d - now)}")
+
+
+def _why_demoted(j: _Job, now: float) -> str:
+    d = j.deadline
+    assert d is not None
+    best = min(j.counts, key=lambda g: (j.rem[g], g))
+    return (f"demoted: hard deadline {fmt_time(d)} unreachable "
+            f"(est {fmt_dur(j.rem[best])} at {best} GPUs{j.src}, {fmt_dur(d - now)} left)")
+
+
+def _why_late(j: _Job, best: int, late: float, at_risk: bool) -> str:
+    assert j.deadline is not None
+    kind = "hard" if j.hard else "soft"
+    what = (f"at risk: would make it only if started now; expected {fmt_dur(late)} late"
+            if at_risk else f"missed by {fmt_dur(late)}")
+    return (f"{j.cls.value}, {kind} deadline {fmt_time(j.deadline)} {what} at {best} "
+            f"GPUs (est {fmt_dur(j.rem[best])}{j.src}): by lateness")
+
+
+def _given(why: Reason, g: int, before: float, after: float) -> str:
+    text = why if isinstance(why, str) else why()
+    return f"{text}; given {g} GPUs (free, est {fmt_dur(before)} -> {fmt_dur(after)})"
 
 
 def new(**options: Any) -> DeadlinePolicy:

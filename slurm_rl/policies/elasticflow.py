@@ -28,149 +28,201 @@ predicted_remaining_s, time_limit_s, gpus, node capacities. Reads no true durati
 
 from __future__ import annotations
 
-import bisect
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, Resize, id_key
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Decision,
+    JobId,
+    JobView,
+    Resize,
+    id_key,
+)
+from slurm_rl.policies.elasticflow_state import (
+    Known,
+    Memory,
+    Share,
+    by_edf,
+    elastic_ids,
+    resizable,
+    usable_alloc,
+)
 from slurm_rl.policies.estimates import estimate_remaining, remaining_at
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
+from slurm_rl.policies.gpu_profile import ReservedGpus
 from slurm_rl.policies.options import build
-from slurm_rl.policies.ordering import managed_pending, orders, submit_key
+from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
 NAME = "elasticflow"
-
-
-class _ReservedGpus:
-    """GPUs reserved over time, piecewise constant: used[i] GPUs from times[i] to times[i+1]."""
-
-    def __init__(self, capacity: int, now: float) -> None:
-        self.capacity, self.now = capacity, now
-        self.times: list[float] = [now]
-        self.used: list[int] = [0]
-
-    def _cut(self, t: float) -> int:
-        i = bisect.bisect_left(self.times, t)
-        if i == len(self.times) or self.times[i] != t:
-            self.times.insert(i, t)
-            self.used.insert(i, self.used[i - 1])
-        return i
-
-    def add(self, start: float, end: float, gpus: int) -> None:
-        start, end = max(start, self.now), max(end, self.now)
-        if end <= start:
-            return
-        i = self._cut(start)
-        j = self._cut(end) if end < math.inf else len(self.times)
-        for k in range(i, j):
-            self.used[k] += gpus
-
-    def earliest(self, gpus: int, dur: float, deadline: float, now_only: bool) -> float | None:
-        """Earliest start with `gpus` free for `dur` that ends by `deadline`."""
-        start: float | None = None
-        times, n = self.times, len(self.times)
-        for i, used in enumerate(self.used):
-            if used + gpus > self.capacity:
-                if now_only:
-                    return None
-                start = None
-                continue
-            start = times[i] if start is None else start
-            if start + dur > deadline:
-                return None
-            if (times[i + 1] if i + 1 < n else math.inf) - start >= dur:
-                return start
-        return None
-
-
-@dataclass(frozen=True, kw_only=True)
-class _Share:
-    gpus: int
-    start: float
-    why: str
 
 
 class _Round:
     """One decision: the snapshot's views and what has been decided so far."""
 
-    def __init__(self, snapshot: ClusterSnapshot, resize_cost_s: float, min_gain: float) -> None:
-        self.now, self.total = snapshot.time, snapshot.gpus_total
-        self.node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable), default=0)
+    def __init__(self, snapshot: ClusterSnapshot, resize_cost_s: float, min_gain: float,
+                 mem: Memory) -> None:
+        self.now = now = snapshot.time
+        fc = snapshot.free_counts
+        if fc is not None:  # every usable node has len(fc) - 1 GPUs (core.ClusterSnapshot)
+            usable = sum(fc)
+            self.total, self.node_cap = (len(fc) - 1) * usable, len(fc) - 1 if usable else 0
+            self.free = sum(f * c for f, c in enumerate(fc))
+        else:
+            self.total = snapshot.gpus_total
+            self.node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable),
+                                default=0)
+            self.free = snapshot.gpus_free
         self.snapshot, self.resize_cost_s, self.min_gain = snapshot, resize_cost_s, min_gain
+        self.mem = mem
         self.pending = managed_pending(snapshot)
-        self.elastic = {j.id: j for j in snapshot.running if resizable(j)}
-        self.floor: dict[JobId, int] = {}  # planned count of running jobs outside the EDF pass
-        self.shares: dict[JobId, _Share] = {}
-        self.refused: dict[JobId, str] = {}
+        old, known = mem.known, {}
+        cap = (self.node_cap, self.total)
+        fresh: list[Known] = []
+        for j in self.pending:
+            k = old.get(j.id)
+            if k is None or k.view is not j:
+                d = j.intent.deadline if j.intent else None
+                k = Known(view=j, est=estimate_remaining(j, now), deadline=d,
+                          edf=(d if d is not None else math.inf, *submit_key(j)),
+                          ranged=gpu_range(j) is not None)
+                if d is not None:
+                    fresh.append(k)
+            if k.counts_for != cap:
+                k.counts_for = cap
+                rng = gpu_range(j)
+                k.counts = allowed_counts(*rng, *cap) if rng else [j.gpus]
+                k.rems, k.least = {}, None
+                k.entry_key = None
+            known[j.id] = k
+        # The last EDF list, less the jobs that left or changed, is still in order: sorting it
+        # with the new ones appended costs about one pass.
+        edf = [k for k in mem.edf if known.get(k.view.id) is k]
+        edf += fresh
+        edf.sort(key=by_edf)
+        self.known, self.edf_pending, mem.known, mem.edf = known, edf, known, edf
+        ids = snapshot.running_ids
+        if ids is not mem.running_ids:  # the same object: no job started or ended since
+            mem.elastic_ids = elastic_ids(snapshot, mem)
+            mem.running_ids = ids
+        self.elastic = ({j.id: j for j in snapshot.running if j.id in mem.elastic_ids}
+                        if mem.elastic_ids else {})
+        self.floor: dict[JobId, int] = {}  # planned count of running elastic jobs (no deadline)
+        self.shares: dict[JobId, Share] = {}
+        self.refused: set[JobId] = set()
         self.size = {j.id: j.gpus for j in self.elastic.values()}  # running elastic, decided
         self.start: dict[JobId, int] = {}  # pending jobs expected to start now, at this count
         self.notes: dict[JobId, str] = {}
         self.grown: set[JobId] = set()
-        self.free = snapshot.gpus_free
+
+    def _known(self, j: JobView) -> Known | None:
+        k = self.known.get(j.id)
+        return k if k is not None and k.view is j else None
 
     def counts(self, j: JobView) -> list[int]:
+        k = self._known(j)
+        if k is not None:
+            return k.counts
         rng = gpu_range(j)
         return allowed_counts(*rng, self.node_cap, self.total) if rng else [j.gpus]
 
     def rem(self, j: JobView, g: int) -> float:
-        est = estimate_remaining(j, self.now)
-        return remaining_at(j, est, g) if est else math.inf
+        k = self._known(j)
+        if k is None:
+            est = estimate_remaining(j, self.now)
+            return remaining_at(j, est, g) if est else math.inf
+        return self._rem(k, g)
+
+    @staticmethod
+    def _rem(k: Known, g: int) -> float:
+        r = k.rems.get(g)
+        if r is None:
+            r = k.rems[g] = remaining_at(k.view, k.est, g) if k.est else math.inf
+        return r
+
+    def profile(self) -> ReservedGpus:
+        """Running jobs' GPUs until their estimated ends (unknown: for ever); running elastic
+        jobs without a deadline at their floor. GPUs allocated to jobs the snapshot does not
+        show are held for ever."""
+        now, snap, elastic = self.now, self.snapshot, self.elastic
+        holds = []
+        shown = 0
+        for j in snap.running:
+            g = j.gpus
+            shown += g
+            if elastic and j.id in elastic:
+                if _deadline(j) is not None:
+                    continue
+                g = self.floor[j.id]
+                holds.append((now + self.rem(j, g), g))
+                continue
+            # rem(j, g) for the prediction at its own count (estimate_remaining's first
+            # source, which remaining_at returns as it is), inlined: the hottest loop
+            p = j.predicted_remaining_s
+            if p is not None and g >= 1:
+                holds.append((now + (p if p > 0.0 else 0.0), g))
+            else:
+                holds.append((now + self.rem(j, g), g))
+        alloc = usable_alloc(snap.nodes, self.mem)
+        return ReservedGpus.of_holds(self.total, now, max(0, alloc - shown), holds)
 
     # 1. Plan: admission control and minimum satisfactory shares -------------------------------
 
     def plan(self) -> list[JobView]:
-        now, prof = self.now, _ReservedGpus(self.total, self.now)
-        alloc = sum(n.gpus_alloc for n in self.snapshot.nodes if n.state.usable)
-        prof.add(now, math.inf, max(0, alloc - sum(j.gpus for j in self.snapshot.running)))
-        for j in self.snapshot.running:
-            if j.id in self.elastic and _deadline(j) is not None:
-                continue
-            g = self.counts(j)[0] if j.id in self.elastic else j.gpus
-            self.floor[j.id] = g
-            prof.add(now, now + self.rem(j, g), g)
+        now = self.now
+        for j in self.elastic.values():
+            if _deadline(j) is None:
+                self.floor[j.id] = self.counts(j)[0]
         # Running jobs were admitted before: their commitments come first.
         edf = sorted((j for j in self.elastic.values() if _deadline(j) is not None), key=_edf)
-        edf += sorted((j for j in self.pending if _deadline(j) is not None and not j.held),
-                      key=_edf)
+        edf += [k.view for k in self.edf_pending if not k.view.held]
+        prof: ReservedGpus | None = None
         for j in edf:
             d = _deadline(j)
             assert d is not None
             running = j.id in self.elastic
-            if estimate_remaining(j, now) is None:
+            k = None if running else self._known(j)
+            if k is not None and k.est is not None and now + k.fastest(self._rem) > d:
+                # Not even now: no start in the profile (all at or after now) can make it.
+                self.refused.add(j.id)
+                continue
+            if prof is None:
+                prof = self.profile()
+            if (k.est if k is not None else estimate_remaining(j, now)) is None:
                 g = j.gpus if running else self.counts(j)[0]
-                self.shares[j.id] = _Share(gpus=g, start=now,
-                                           why="duration unknown: admitted unchecked")
+                self.shares[j.id] = Share(gpus=g, start=now, dur=None)
                 prof.add(now, max(d, now), g)
                 continue
             for g in self.counts(j):
                 dur = self.rem(j, g) + (self.resize_cost_s if running and g != j.gpus else 0.0)
                 s = prof.earliest(g, dur, d, now_only=running)
                 if s is not None:
-                    when = "start now" if s <= now else f"planned start in {fmt_dur(s - now)}"
-                    self.shares[j.id] = _Share(
-                        gpus=g, start=s, why=f"min share {g} GPUs (est {fmt_dur(dur)}), {when}")
+                    self.shares[j.id] = Share(gpus=g, start=s, dur=dur)
                     prof.add(s, s + dur, g)
                     break
             else:
-                g = self.counts(j)[-1]
-                self.refused[j.id] = (
-                    f"not admitted: deadline {fmt_time(d)} unreachable even at {g} GPUs "
-                    f"(est {fmt_dur(self.rem(j, g))}) given commitments")
+                self.refused.add(j.id)
                 if running:
                     prof.add(now, now + self.rem(j, j.gpus), j.gpus)
         return edf
+
+    def refusal(self, j: JobView) -> str:
+        g = self.counts(j)[-1]
+        return (f"not admitted: deadline {fmt_time(_deadline(j) or 0.0)} unreachable even at "
+                f"{g} GPUs (est {fmt_dur(self.rem(j, g))}) given commitments")
 
     # 2. Now: starts, grow to share, reclaim ---------------------------------------------------
 
     def ranked(self) -> list[JobView]:
         """Admitted (and held) deadline jobs EDF, best-effort by submit, then not admitted."""
-        p = self.pending
-        return (sorted((j for j in p if _deadline(j) is not None and j.id not in self.refused),
-                       key=_edf)
-                + [j for j in p if _deadline(j) is None]
-                + sorted((j for j in p if j.id in self.refused), key=_edf))
+        refused = self.refused
+        edf = [k.view for k in self.edf_pending]
+        return ([j for j in edf if j.id not in refused]
+                + [j for j in self.pending if self.known[j.id].deadline is None]
+                + [j for j in edf if j.id in refused])
 
     def reclaim(self, need: int, job: JobView) -> int:
         """Shrink running elastic jobs to their floor to free `need` GPUs; returns GPUs freed."""
@@ -195,7 +247,7 @@ class _Round:
             self.notes[v.id] = f"shrink to {new} GPUs to start job {job.id} (deadline first)"
         return got
 
-    def allocate_now(self, edf: list[JobView]) -> None:
+    def allocate_now(self, edf: list[JobView], ranked: list[JobView]) -> None:
         for j in edf:
             if j.id in self.elastic and j.id in self.shares:
                 extra = self.shares[j.id].gpus - j.gpus
@@ -204,11 +256,11 @@ class _Round:
                     self.size[j.id] = self.shares[j.id].gpus
                     self.notes[j.id] = (f"grow to {self.size[j.id]} GPUs to meet deadline "
                                         f"{fmt_time(_deadline(j) or 0.0)}")
-        for j in self.ranked():
+        for j in ranked:
             if j.held:
                 continue
             share = self.shares.get(j.id)
-            g = share.gpus if share else self.counts(j)[0]
+            g = share.gpus if share else self.known[j.id].counts[0]
             if g > self.free and share is not None and share.start <= self.now:
                 self.free += self.reclaim(g - self.free, j)
             if g <= self.free:
@@ -218,17 +270,19 @@ class _Round:
     # 3. Leftover GPUs: elastic scaling --------------------------------------------------------
 
     def grow(self) -> None:
+        if self.free <= 0:
+            return
         by_id = {j.id: j for j in self.pending} | self.elastic
         while self.free > 0:
             best: tuple[float, JobId, int] | None = None
             for jid, x in [*self.start.items(), *self.size.items()]:
                 job = by_id[jid]
                 running = jid in self.elastic
-                if (running and x < job.gpus) or math.isinf(self.rem(job, x)):
-                    continue  # being shrunk for someone else, or nothing known
+                if running and x < job.gpus:
+                    continue  # being shrunk for someone else
                 y = next((c for c in self.counts(job) if c > x), None)
-                if y is None or y - x > self.free:
-                    continue
+                if y is None or y - x > self.free or math.isinf(self.rem(job, x)):
+                    continue  # no larger count that fits, or nothing known
                 cost = self.resize_cost_s if running and x == job.gpus else 0.0
                 saved = self.rem(job, x) - self.rem(job, y) - cost
                 if self.rem(job, y) > self.rem(job, x) * (1 - self.min_gain) or saved <= 0:
@@ -245,23 +299,27 @@ class _Round:
 
     # Decision ---------------------------------------------------------------------------------
 
-    def decision(self, policy: str) -> Decision:
-        ranked = []
-        for j in self.ranked():
-            d = _deadline(j)
-            if j.id in self.refused:
-                why = self.refused[j.id]
-            elif d is None:
-                why = "best-effort (no deadline), submit order"
-            elif j.held:
-                why = f"EDF, deadline {fmt_time(d)}, held: not planned"
-            else:
-                why = f"EDF, deadline {fmt_time(d)}, {self.shares[j.id].why}"
-            if j.id in self.grown:
-                why += f"; given {self.start[j.id]} GPUs from leftover"
+    def decision(self, policy: str, ranked_jobs: list[JobView], mem: Memory) -> Decision:
+        ranked: list[Ranked] = []
+        now = self.now
+        for j in ranked_jobs:
+            k = self.known[j.id]
+            d = k.deadline
             share = self.shares.get(j.id)
-            g = self.start.get(j.id, share.gpus if share else self.counts(j)[0])
-            ranked.append((j, why, g if gpu_range(j) else None))
+            grown = self.start[j.id] if j.id in self.grown else None
+            g = self.start.get(j.id, share.gpus if share else k.counts[0])
+            gpus = g if k.ranged else None
+            if j.id in self.refused:
+                key: tuple[Any, ...] = ("refused", grown, gpus)
+            elif d is None or j.held:
+                key = ("best-effort" if d is None else "held", grown, gpus)
+            else:
+                assert share is not None
+                wait = None if share.start <= now else share.start - now
+                key = ("admitted", share.gpus, share.dur, wait, grown, gpus)
+            if k.entry_key != key or k.entry is None:
+                k.entry_key, k.entry = key, (j, self._why(j, d, share, grown), gpus)
+            ranked.append(k.entry)
         resizes = []
         for jid, g in sorted(self.size.items(), key=lambda e: id_key(e[0])):
             j = self.elastic[jid]
@@ -270,17 +328,33 @@ class _Round:
             parts = [self.notes[jid]] if jid in self.notes else []
             if jid in self.grown:
                 parts.append(f"leftover GPUs: est {fmt_dur(self.rem(j, j.gpus))} -> "
-                           f"{fmt_dur(self.rem(j, g))}")
+                             f"{fmt_dur(self.rem(j, g))}")
             if jid in self.refused:
-                parts.append(self.refused[jid])
+                parts.append(self.refusal(j))
             resizes.append(Resize(job_id=jid, gpus=g, reason="; ".join(parts)))
-        return Decision(policy=policy, order=orders(ranked), resizes=tuple(resizes))
+        made = orders(ranked, reuse=(mem.ranked, mem.orders))
+        mem.ranked, mem.orders = ranked, made
+        return Decision(policy=policy, order=made, resizes=tuple(resizes))
 
+    def _why(self, j: JobView, d: float | None, share: Share | None,
+             grown: int | None) -> Callable[[], str]:
+        """The reason of a ranked job, formatted when read."""
+        if j.id in self.refused:
+            first = self.refusal(j)  # cheap beside the plan: its parts are cached per view
+            return lambda: first if grown is None else f"{first}; given {grown} GPUs from leftover"
+        now = self.now
 
-def resizable(j: JobView) -> bool:
-    """A running job this policy may resize: managed, plainly RUNNING, elastic, with a range."""
-    return (j.managed and j.state is JobState.RUNNING and j.intent is not None
-            and j.intent.elastic and gpu_range(j) is not None)
+        def why() -> str:
+            if d is None:
+                text = "best-effort (no deadline), submit order"
+            elif j.held:
+                text = f"EDF, deadline {fmt_time(d)}, held: not planned"
+            else:
+                assert share is not None
+                text = f"EDF, deadline {fmt_time(d)}, {share.why(now)}"
+            return text if grown is None else f"{text}; given {grown} GPUs from leftover"
+
+        return why
 
 
 def _deadline(j: JobView) -> float | None:
@@ -299,6 +373,8 @@ class ElasticFlow:
     """Restart time assumed for resizing a running elastic job (checkpoint, requeue, reload)."""
     min_gain: float = 0.1
     """Leftover GPUs: a step must cut the job's remaining time by at least this fraction."""
+    _mem: Memory = field(default_factory=lambda: Memory(), init=False, repr=False,
+                          compare=False)
 
     def __post_init__(self) -> None:
         if self.resize_cost_s < 0 or not 0 <= self.min_gain < 1:
@@ -309,11 +385,12 @@ class ElasticFlow:
         return resizable(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        r = _Round(snapshot, self.resize_cost_s, self.min_gain)
+        r = _Round(snapshot, self.resize_cost_s, self.min_gain, self._mem)
         edf = r.plan()
-        r.allocate_now(edf)
+        ranked = r.ranked()
+        r.allocate_now(edf, ranked)
         r.grow()
-        return r.decision(self.name)
+        return r.decision(self.name, ranked, self._mem)
 
 
 def new(**options: Any) -> ElasticFlow:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import enum
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from slurm_rl import perfmodel
 from slurm_rl.core import JobView
@@ -50,7 +51,7 @@ def estimate_remaining(job: JobView, now: float, *, time_limit: bool = True) -> 
         return Estimate(seconds=max(0, total - done) / prog.rate, gpus=g, source=Source.PROGRESS)
     model = intent.model if intent else None
     if total is not None and model and model.lower() in perfmodel.curves():
-        rate = perfmodel.curve_for(model, intent.batch_size if intent else None).throughput(g)
+        rate = _throughput(model, intent.batch_size if intent else None, g)
         if rate > 0:
             return Estimate(seconds=max(0, total - done) / rate, gpus=g, source=Source.PROFILE)
     if time_limit and job.time_limit_s is not None:
@@ -67,5 +68,18 @@ def remaining_at(job: JobView, est: Estimate, gpus: int) -> float:
         return est.seconds
     model = job.intent.model if job.intent else None
     batch = job.intent.batch_size if job.intent else None
-    factor = perfmodel.scaled_rate(1.0, est.gpus, gpus, model, batch)
+    factor = _scaled(est.gpus, gpus, model, batch)
     return est.seconds / factor if factor > 0 else math.inf
+
+
+# The measured curves never change (perfmodel.curves is loaded once), so their answers may be
+# kept: looking a curve up costs more than the rest of an estimate.
+
+@lru_cache(maxsize=4096)
+def _throughput(model: str, batch_size: int | None, gpus: int) -> float:
+    return perfmodel.curve_for(model, batch_size).throughput(gpus)
+
+
+@lru_cache(maxsize=4096)
+def _scaled(from_gpus: int, to_gpus: int, model: str | None, batch_size: int | None) -> float:
+    return perfmodel.scaled_rate(1.0, from_gpus, to_gpus, model, batch_size)

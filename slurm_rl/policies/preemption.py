@@ -68,6 +68,27 @@ def plan_preemptions(
     are kept). A job that cannot fit even so stops nobody. Returns the preemptions and the ids
     expected to start.
     """
+    def prefix(p: JobView, vs: Sequence[JobView]) -> int:
+        k = 0
+        for v in vs:
+            if not outranks(p, v):
+                break
+            k += 1
+        return k
+
+    return plan_preemptions_by_prefix(cap, pending, victims, prefix, reason)
+
+
+def plan_preemptions_by_prefix(
+    cap: Capacity,
+    pending: Sequence[JobView],
+    victims: Sequence[JobView] | Callable[[], Sequence[JobView]],
+    prefix: Callable[[JobView, Sequence[JobView]], int],
+    reason: Callable[[JobView, JobView], str],
+) -> tuple[tuple[Preempt, ...], set[JobId]]:
+    """`plan_preemptions` with `prefix(p, victims)`: how many of the victims, from the first,
+    p outranks (what plan_preemptions counts with `outranks`; a policy whose victims are in
+    the order of a number can bisect)."""
     plan = _Plan(cap)
     cap, stopped = plan.cap, plan.stopped
     node_cap = cap.node_cap
@@ -84,11 +105,7 @@ def plan_preemptions(
             continue
         if vs is None:
             vs = victims()  # type: ignore[operator]
-        k = 0
-        for v in vs:
-            if not outranks(p, v):
-                break
-            k += 1
+        k = prefix(p, vs)
         if not k or (k, parts) in hopeless:
             continue
         pool = pools.get(k)

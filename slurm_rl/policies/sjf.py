@@ -21,7 +21,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, RunningChanges
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.options import build
@@ -72,11 +72,16 @@ class Sjf:
         mem = self._mem
         ids = snapshot.running_ids
         if ids is mem.running_ids:
-            # The same object as at the last call: the snapshot says that no job started or
-            # ended since (SimSnapshot shares it while none does; a plain ClusterSnapshot
-            # makes a new one at every read), so this call would change nothing.
+            # The same object as at the last call: no job started or ended since
+            # (`ClusterSnapshot.running_ids`), so this call would change nothing.
             return
+        changes = snapshot.running_changes
+        if (changes is None or changes.since is not mem.running_ids
+                or not self._observe_changes(changes, snapshot.time)):
+            self._observe_all(snapshot)
         mem.running_ids = ids
+
+    def _observe_all(self, snapshot: ClusterSnapshot) -> None:
         seen: set[JobId] = set()
         for j in snapshot.jobs:
             seen.add(j.id)
@@ -90,6 +95,35 @@ class Sjf:
         for jid in [k for k in self._running if k not in seen]:
             start, user, gpus = self._running.pop(jid)
             self._record(user, gpus, max(0.0, snapshot.time - start))
+
+    def _observe_changes(self, changes: RunningChanges, now: float) -> bool:
+        """`_observe_all` from what changed since the last call (its `running_ids`): the same
+        starts remembered and runs recorded, in the same order. False (nothing done): a
+        stopped job is listed finished, whose record _observe_all orders by the snapshot."""
+        stopped = changes.stopped
+        running = self._running
+        gone: list[JobId] = []
+        for jid, view in stopped:
+            if view is None:
+                if jid in running:
+                    gone.append(jid)
+            elif view.state.is_finished:
+                return False
+        for jid, view in stopped:
+            if view is not None:
+                running.pop(jid, None)  # pending again: its run is not recorded
+        for j in changes.started:
+            if j.start_time is not None:
+                running[j.id] = (j.start_time, j.user, j.gpus)
+            else:
+                running.pop(j.id, None)
+        if len(gone) > 1:  # recorded in the order of `_running`, as _observe_all does
+            at = set(gone)
+            gone = [k for k in running if k in at]
+        for jid in gone:
+            start, user, gpus = running.pop(jid)
+            self._record(user, gpus, max(0.0, now - start))
+        return True
 
     def _mean(self, key: _Key) -> tuple[float, int] | None:
         means = self._mem.means

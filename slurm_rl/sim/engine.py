@@ -3,7 +3,9 @@
 Events are a heap of (time, priority, seq, ...): at one time, completions come before arrivals
 (arrivals stream from the sorted trace), then policy ticks. All events at one time are handled
 together, then the policy is asked once (`decide`), its Decision applied, and one scheduling
-pass (priority order + EASY backfill, see `backfill.py`) starts what can start.
+pass (priority order + EASY backfill, see `backfill.py`) starts what can start. The loop is
+split SimPy-style: `step()` runs to the next decision point and returns it, `apply()` answers
+it, `run(until)` is built on the two (a gym environment steps it: slurm_rl/rl/env.py).
 Nothing here draws random numbers except the choice of jobs made elastic (`elastic_fraction`),
 which is seeded.
 
@@ -12,14 +14,14 @@ counts of pending jobs. The daemon applies only the last of these to Slurm today
 and pending jobs' GPU counts, docs/daemon.md); preemptions and resizes of running jobs are the
 simulator's model of what requeueing a checkpointing job would do.
 Snapshots and the oracle are built in `snapshots.py`, the scheduling passes in `backfill.py`
-and `conservative.py`.
+and `conservative.py`, a job's life cycle in `lifecycle.py`.
 
 The policy's declared capabilities (`slurm_rl.policies.capabilities`) are checked with
-isinstance: a `Stateful` one is `reset()` at the start of a run, an `OracleReading` one gets the
-engine's `Oracle` (true durations, never part of a snapshot), and Preempts or Resizes from a
-policy that is not `Preempting` or `Resizing` stop the run (`SimulationError`): calls it could
-not change anything with are skipped (`skip_futile`), which is exact only if it declares what
-it may do. An `Observing` policy is asked at every event.
+isinstance: a `Stateful` one is `reset()` at the start of a run (and by `Simulator.reset`),
+an `OracleReading` one gets the engine's `Oracle` (true durations, never part of a snapshot),
+and Preempts or Resizes from a policy that is not `Preempting` or `Resizing` stop the run
+(`SimulationError`): calls it could not change anything with are skipped (`skip_futile`),
+which is exact only if it declares what it may do. An `Observing` policy is asked at every event.
 
 To compare with a real cluster (docs/sim-to-real.md) the engine can also follow slurmctld's
 cadence instead of passing at every event: backfill and the main scheduler on their own cycles
@@ -34,9 +36,11 @@ import heapq
 import itertools
 import math
 import time
-from bisect import bisect_left, bisect_right, insort
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import overload
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -57,26 +61,51 @@ from slurm_rl.sim.apply import ApplyDecisions
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.jobs import SimJob, make_jobs
+from slurm_rl.sim.lifecycle import FINISH as _FINISH
+from slurm_rl.sim.lifecycle import JobLifecycle
 from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
 from slurm_rl.sim.trace import TraceJob
-from slurm_rl.sim.views import node_name
 
-_FINISH, _APPLY, _TICK, _MAIN, _BF = 0, 1, 2, 3, 4
+_APPLY, _TICK, _MAIN, _BF = 1, 2, 3, 4
+"""Event kinds after completions (`_FINISH`, 0): the order of events at one time."""
 _MAX_NOTE_SAMPLES = 20
 
 
-class Simulator(ApplyDecisions):
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DecisionPoint:
+    """A moment at which the engine asks for a Decision (`Simulator.step`): the snapshot the
+    policy would see. Answer it with `Simulator.apply`."""
+
+    time: float
+    snapshot: ClusterSnapshot
+
+
+class Simulator(ApplyDecisions, JobLifecycle):
+    """The engine, stepped SimPy-style: `step()` runs events up to the next decision point
+    and returns it (None when the trace is done); `apply(decision)` answers it and finishes
+    that instant; `run(until)` is that loop with the engine's own policy deciding. `reset()`
+    starts the same trace over (the policy's `reset()` too, if `Stateful`)."""
+
     def __init__(self, jobs: Sequence[TraceJob], policy: Policy, config: EngineConfig) -> None:
         self.policy, self.cfg = policy, config
+        self._trace = tuple(jobs)
+        self._preempts = isinstance(policy, Preempting)
+        self._resizes = isinstance(policy, Resizing)
+        # Skipping a futile call is exact only if the next event asks the policy again at once:
+        # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
+        self._may_skip = (config.skip_futile and config.decide_on_events
+                          and config.decision_delay_s == 0 and not isinstance(policy, Observing))
+        self._init_state()
+
+    def _init_state(self) -> None:
+        config = self.cfg
         self.cluster = Cluster(config.nodes, config.gpus_per_node,
                                placement=config.placement, cpus_per_node=config.cpus_per_node)
         self.now = -math.inf
-        self._jobs, self.dropped = make_jobs(jobs, config)
+        self._jobs, self.dropped = make_jobs(self._trace, config)
         self._heap: list[tuple[float, int, int, SimJob | None, int]] = []
         self._seq = itertools.count()
-        self._preempts = isinstance(policy, Preempting)
-        self._resizes = isinstance(policy, Resizing)
         self._next_arrival = 0
         self._active: dict[JobId, SimJob] = {}
         self._pending: dict[SimJob, None] = {}
@@ -88,10 +117,6 @@ class Simulator(ApplyDecisions):
         self._armed: dict[int, float | None] = {_TICK: None, _MAIN: None, _BF: None}
         """Per timer kind (policy tick, main scheduler, backfill): when it is due next (None:
         not armed). An event of that kind at another time is stale and ignored."""
-        # Skipping a futile call is exact only if the next event asks the policy again at once:
-        # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
-        self._may_skip = (config.skip_futile and config.decide_on_events
-                          and config.decision_delay_s == 0 and not isinstance(policy, Observing))
         self._in_flight: dict[int, Decision] = {}
         """Decisions made but not yet applied (decision_delay_s), by event seq."""
         self._snapshots = SnapshotBuilder(self.cluster, config.nodes, config.gpus_per_node)
@@ -101,85 +126,176 @@ class Simulator(ApplyDecisions):
         self.notes: Counter[str] = Counter()
         self._note_samples: list[str] = []
         self.busy_gpu_s = 0.0
+        self.job_s = 0.0
+        """Job-seconds in the system so far: the integral of the number of active (pending or
+        running) jobs over time. At the end it is the sum of all JCTs (Little's law)."""
+        self.completed = self.deadlines_met = 0
+        """Jobs finished so far, and those of them that had a deadline and ended by it."""
+        self._started = False
+        self._done = False
+        self._wall = 0.0
+        self._instant: tuple[bool, bool, bool, bool] | None = None
+        """(changed, applied, main, bf) of the instant awaiting a decision (`apply`)."""
 
-    # -- main loop ------------------------------------------------------------------------
+    # -- stepping -------------------------------------------------------------------------
 
-    def run(self) -> SimResult:
-        wall = time.perf_counter()
+    def reset(self) -> None:
+        """Start over: the same trace, config and policy (which is `reset()` if `Stateful`)."""
+        self._init_state()
+        self._begin()
+
+    def _begin(self) -> None:
+        self._started = True
+        self._wall = time.perf_counter()
         if isinstance(self.policy, Stateful):
             self.policy.reset()
         if isinstance(self.policy, OracleReading):
             self.policy.bind_oracle(SimOracle(self._active, self))
-        jobs, heap, cfg = self._jobs, self._heap, self.cfg
-        n = len(jobs)
+
+    @property
+    def done(self) -> bool:
+        """Whether every job has been submitted and has ended."""
+        return self._done
+
+    def peek(self) -> float:
+        """Time of the next instant (inf: none left)."""
+        jobs = self._jobs
+        t_arr = (jobs[self._next_arrival].trace.submit if self._next_arrival < len(jobs)
+                 else math.inf)
+        return min(self._heap[0][0] if self._heap else math.inf, t_arr)
+
+    def step(self, until: float = math.inf) -> DecisionPoint | None:
+        """Run instants (all events at one time) until one asks for a decision, and return it;
+        `apply` must answer it before the next step. None when the next instant is at or
+        after `until` (with the default: the trace is done, `done` is set).
+
+        A policy is asked at every arrival/completion and on ticks while jobs wait, except
+        where the engine's skip rule (`_worth_deciding`) shows it could change nothing."""
+        if self._instant is not None:
+            raise SimulationError("step() before the last decision point was answered (apply)")
+        if self._done:
+            return None
+        if not self._started:
+            self._begin()
         while True:
-            t_arr = jobs[self._next_arrival].trace.submit if self._next_arrival < n else math.inf
-            t = min(heap[0][0] if heap else math.inf, t_arr)
-            if t == math.inf:
-                break
-            if t < self.now:
-                raise SimulationError(f"clock went back from {self.now} to {t}")
-            self.now = t
-            changed = False
-            while heap and heap[0][0] == t and heap[0][1] == _FINISH:
-                _, _, _, job, version = heapq.heappop(heap)
-                assert job is not None
-                if job.version == version and job.state is JobState.RUNNING:
-                    self._finish(job)
-                    changed = True
-            while self._next_arrival < n and jobs[self._next_arrival].trace.submit == t:
-                self._arrive(jobs[self._next_arrival])
-                self._next_arrival += 1
-                changed = True
-            applied = False
-            while heap and heap[0][0] == t and heap[0][1] == _APPLY:
-                _, _, seq, _, _ = heapq.heappop(heap)
-                self._apply(self._in_flight.pop(seq))
-                applied = True
-            if heap and heap[0][0] == t:
-                tick, main, bf = (self._fired(t, _TICK), self._fired(t, _MAIN),
-                                  self._fired(t, _BF))
-            else:
-                tick = main = bf = False
-            decided = False
-            if ((changed and cfg.decide_on_events) or (
-                    tick and (self._pending or (cfg.idle_ticks and self._active)))
-                    ) and (not self._may_skip or self._worth_deciding()):
-                self._decide()
-                decided = True
-            if cfg.bf_interval_s <= 0:
-                if changed or decided or applied:
-                    self._schedule()
-            else:
-                # slurmctld's cadence: the main scheduler and backfill each run on their own
-                # cycle (the main scheduler at events if it has none).
-                if bf:
-                    self._schedule()
-                elif main or (cfg.sched_interval_s <= 0 and (changed or decided or applied)):
-                    self._schedule(main_only=True)
-                if self._pending:
-                    if self._armed[_BF] is None:
-                        self._arm(_BF, self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
-                                                        cfg.bf_interval_s))
-                    if cfg.sched_interval_s > 0 and self._armed[_MAIN] is None:
-                        self._arm(_MAIN, self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
-                                                          cfg.sched_interval_s))
-            if cfg.tick_s > 0 and self._armed[_TICK] is None and self._active:
-                self._arm(_TICK, self._next_tick())
-            if cfg.audit:
-                self.audit()
-            if (self._pending and not self._running and self._next_arrival >= n
-                    and cfg.bf_interval_s <= 0):  # with a cadence, the next cycle starts one
-                raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
-                                      f"at t={t}: they can never start")
-        if self._active:
-            raise SimulationError(f"simulation ended with {len(self._active)} active jobs")
+            t = self.peek()
+            if t >= until:
+                if t == math.inf:
+                    if self._active:
+                        raise SimulationError(
+                            f"simulation ended with {len(self._active)} active jobs")
+                    self._done = True
+                return None
+            changed, applied, main, bf, decide = self._advance(t)
+            if decide:
+                self._instant = (changed, applied, main, bf)
+                return DecisionPoint(time=t, snapshot=self.snapshot())
+            self._end_instant(changed, applied, main, bf, False)
+
+    def apply(self, decision: Decision) -> None:
+        """Answer the decision point `step` returned, and finish its instant (the scheduling
+        pass that starts what can start)."""
+        instant = self._instant
+        if instant is None:
+            raise SimulationError("apply() without a decision point (call step() first)")
+        self._instant = None
+        self._take(decision)
+        self._end_instant(*instant, True)
+
+    @overload
+    def run(self, until: None = None) -> SimResult: ...
+
+    @overload
+    def run(self, until: float) -> SimResult | None: ...
+
+    def run(self, until: float | None = None) -> SimResult | None:
+        """Step to the end (or to `until`: instants before it), the engine's policy deciding
+        at every decision point; the result when the trace is done, else None."""
+        policy = self.policy
+        step, apply = self.step, self.apply
+        limit = math.inf if until is None else until
+        while (point := step(limit)) is not None:
+            apply(policy.decide(point.snapshot))
+        return self.result() if self._done else None
+
+    def result(self) -> SimResult:
+        """The finished run's result (a SimulationError before the trace is done)."""
+        if not self._done:
+            raise SimulationError("result() before the simulation is done")
         return SimResult(
-            policy=self.policy.name, config=cfg,
+            policy=self.policy.name, config=self.cfg,
             jobs=tuple(self._records[j.seq] for j in self._jobs),
             intervals=tuple(self._intervals), dropped=self.dropped, decisions=self.decisions,
             preemptions=self.preemptions, resizes=self.resizes, notes=dict(self.notes),
-            note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - wall)
+            note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - self._wall)
+
+    # -- one instant ----------------------------------------------------------------------
+
+    def _advance(self, t: float) -> tuple[bool, bool, bool, bool, bool]:
+        """Move the clock to t and handle its events: completions, arrivals, decisions due
+        (decision_delay_s), timers. Returns (changed, applied, main, bf, decide)."""
+        jobs, heap, cfg = self._jobs, self._heap, self.cfg
+        if t < self.now:
+            raise SimulationError(f"clock went back from {self.now} to {t}")
+        if self._active:
+            self.job_s += len(self._active) * (t - self.now)
+        self.now = t
+        changed = False
+        while heap and heap[0][0] == t and heap[0][1] == _FINISH:
+            _, _, _, job, version = heapq.heappop(heap)
+            assert job is not None
+            if job.version == version and job.state is JobState.RUNNING:
+                self._finish(job)
+                changed = True
+        n = len(jobs)
+        while self._next_arrival < n and jobs[self._next_arrival].trace.submit == t:
+            self._arrive(jobs[self._next_arrival])
+            self._next_arrival += 1
+            changed = True
+        applied = False
+        while heap and heap[0][0] == t and heap[0][1] == _APPLY:
+            _, _, seq, _, _ = heapq.heappop(heap)
+            self._apply(self._in_flight.pop(seq))
+            applied = True
+        if heap and heap[0][0] == t:
+            tick, main, bf = (self._fired(t, _TICK), self._fired(t, _MAIN),
+                              self._fired(t, _BF))
+        else:
+            tick = main = bf = False
+        decide = (((changed and cfg.decide_on_events) or (
+            tick and (self._pending or (cfg.idle_ticks and self._active))))
+            and (not self._may_skip or self._worth_deciding()))
+        return changed, applied, main, bf, bool(decide)
+
+    def _end_instant(self, changed: bool, applied: bool, main: bool, bf: bool,
+                     decided: bool) -> None:
+        """After any decision: the scheduling pass(es), timers, checks."""
+        cfg = self.cfg
+        if cfg.bf_interval_s <= 0:
+            if changed or decided or applied:
+                self._schedule()
+        else:
+            # slurmctld's cadence: the main scheduler and backfill each run on their own
+            # cycle (the main scheduler at events if it has none).
+            if bf:
+                self._schedule()
+            elif main or (cfg.sched_interval_s <= 0 and (changed or decided or applied)):
+                self._schedule(main_only=True)
+            if self._pending:
+                if self._armed[_BF] is None:
+                    self._arm(_BF, self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
+                                                    cfg.bf_interval_s))
+                if cfg.sched_interval_s > 0 and self._armed[_MAIN] is None:
+                    self._arm(_MAIN, self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
+                                                      cfg.sched_interval_s))
+        if cfg.tick_s > 0 and self._armed[_TICK] is None and self._active:
+            self._arm(_TICK, self._next_tick())
+        if cfg.audit:
+            self.audit()
+        if (self._pending and not self._running and self._next_arrival >= len(self._jobs)
+                and cfg.bf_interval_s <= 0):  # with a cadence, the next cycle starts one
+            raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
+                                  f"at t={self.now}: they can never start")
 
     def _push(self, at: float, kind: int, job: SimJob | None = None, version: int = 0) -> None:
         if not at >= self.now:  # also catches NaN
@@ -224,86 +340,6 @@ class Simulator(ApplyDecisions):
         if len(self._note_samples) < _MAX_NOTE_SAMPLES:
             self._note_samples.append(f"t={self.now:.0f}: {kind}: {detail}")
 
-    # -- job life cycle -------------------------------------------------------------------
-
-    def _arrive(self, job: SimJob) -> None:
-        if job.submitted:
-            raise SimulationError(f"job {job.id} submitted twice")
-        job.submitted = True
-        self._active[job.id] = job
-        self._pending[job] = None
-
-    def _start(self, job: SimJob, alloc: Alloc) -> None:
-        """Start (or restart) a run; the caller removes the job from the pending queue."""
-        now, cfg = self.now, self.cfg
-        if job.state is not JobState.PENDING:
-            raise SimulationError(f"job {job.id} started while {job.state.name}")
-        if now < job.trace.submit:
-            raise SimulationError(f"job {job.id} started at {now} before its submission")
-        if sum(g for _, g in alloc) != job.gpus:
-            raise SimulationError(f"job {job.id}: allocation {alloc} is not {job.gpus} GPUs")
-        self.cluster.take(alloc)
-        self._snapshots.dirty.update(n for n, _ in alloc)
-        job.alloc, job.state, job.run_start = alloc, JobState.RUNNING, now
-        job.progress_from = now + cfg.launch_delay_s + (
-            cfg.restart_delay_s if job.needs_delay else 0.0)
-        job.needs_delay = False
-        job.rate = job.rate_at(job.gpus)
-        if job.first_start is None:
-            job.first_start = now
-        left = job.total - job.done
-        finish = job.progress_from + (left / job.rate if left > 0 and job.rate > 0 else 0.0)
-        job.version += 1
-        self._push(finish, _FINISH, job, job.version)
-        job.planned_end = now + job.limit_at(job.gpus)
-        insort(self._ends, (job.planned_end, job.seq, job))
-        self._running[job] = None
-        job.view = job.view_static = None
-
-    def _stop(self, job: SimJob) -> None:
-        """End the current run: book progress, service and the interval; free the GPUs."""
-        now = self.now
-        job.done = job.done_at(now)
-        held = now - job.run_start
-        job.attained += job.gpus * held
-        self.busy_gpu_s += job.gpus * held
-        self._intervals.append(Interval(
-            job_id=job.trace.id, start=job.run_start, end=now, gpus=job.gpus,
-            nodes=tuple(node_name(n) for n, _ in job.alloc),
-            node_gpus=tuple(g for _, g in job.alloc)))
-        self.cluster.give(job.alloc)
-        self._snapshots.dirty.update(n for n, _ in job.alloc)
-        i = bisect_left(self._ends, (job.planned_end, job.seq))
-        if i >= len(self._ends) or self._ends[i][2] is not job:
-            raise SimulationError(f"job {job.id} missing from the running set")
-        del self._ends[i]
-        del self._running[job]
-        job.alloc = ()
-        job.view = job.view_static = None
-
-    def _finish(self, job: SimJob) -> None:
-        if job.end is not None:
-            raise SimulationError(f"job {job.id} finished twice")
-        self._stop(job)
-        job.done = job.total
-        job.state, job.end = JobState.COMPLETED, self.now
-        del self._active[job.id]
-        assert job.first_start is not None
-        self._records[job.seq] = JobRecord(
-            job_id=job.trace.id, submit=job.trace.submit, start=job.first_start, end=self.now,
-            gpus=job.gpus, restarts=job.restarts, deadline=job.trace.deadline,
-            trace_gpus=job.trace.gpus, trace_duration=job.trace.duration)
-
-    def _requeue(self, job: SimJob) -> None:
-        job.last_rate, job.last_update = job.rate, self.now
-        self._stop(job)
-        job.state = JobState.PENDING
-        job.restarts += 1
-        job.needs_delay = True
-        job.version += 1  # its completion event is void
-        self._pending[job] = None
-        self._pending_sorted = False
-
     # -- policy ---------------------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
@@ -342,8 +378,8 @@ class Simulator(ApplyDecisions):
                 tried.add(g)
         return False
 
-    def _decide(self) -> None:
-        decision = self.policy.decide(self.snapshot())
+    def _take(self, decision: Decision) -> None:
+        """Count a decision and apply it now, or when it reaches Slurm (decision_delay_s)."""
         self.decisions += 1
         if not isinstance(decision, Decision):
             raise SimulationError(f"policy {self.policy.name} returned {type(decision).__name__}")
@@ -390,23 +426,3 @@ class Simulator(ApplyDecisions):
                               max_test=self.cfg.bf_max_job_test, cache=self._reservations)
         for job in started:
             del self._pending[job]
-
-    # -- invariants -----------------------------------------------------------------------
-
-    def audit(self) -> None:
-        """Check the whole state (slow; `EngineConfig.audit` runs it after every event)."""
-        self.cluster.audit()
-        used = [0] * self.cfg.nodes
-        for job in self._running:
-            assert job.state is JobState.RUNNING and job.alloc, f"{job.id} bad running state"
-            assert sum(g for _, g in job.alloc) == job.gpus, f"{job.id} allocation != gpus"
-            for node, g in job.alloc:
-                used[node] += g
-        for node, u in enumerate(used):
-            if u > self.cfg.gpus_per_node or u != self.cfg.gpus_per_node - self.cluster.free[node]:
-                raise SimulationError(f"node {node}: {u} GPUs in use, free map says "
-                                      f"{self.cluster.free[node]} free")
-        assert len(self._ends) == len(self._running), "running set and end list differ"
-        for job in self._pending:
-            assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
-        assert len(self._pending) + len(self._running) == len(self._active), "active set drift"

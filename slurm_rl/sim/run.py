@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_rl import policies
+from slurm_rl.core import Policy
 from slurm_rl.sim import trace as tr
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import SimResult, Simulator
@@ -58,15 +59,19 @@ def load_jobs(path: str | Path, fmt: str, window: str | None = None) -> tuple[tr
     return jobs
 
 
-def simulate(jobs: Sequence[tr.TraceJob], policy_name: str, sizing: Sizing, *,
+def simulate(jobs: Sequence[tr.TraceJob], policy: str | Policy, sizing: Sizing, *,
              engine: EngineConfig | None = None, seed: int = 0,
              policy_options: dict[str, Any] | None = None) -> SimResult:
-    """Run `policy_name` over `jobs` on a cluster sized by `sizing`. `engine` supplies every
-    other setting (its nodes, gpus_per_node and seed are replaced)."""
+    """Run `policy` (a registered name, built with `policy_options`, or a Policy object, which
+    the run resets if it is `Stateful`) over `jobs` on a cluster sized by `sizing`. `engine`
+    supplies every other setting (its nodes, gpus_per_node and seed are replaced)."""
     nodes = sizing.nodes_for(jobs)
     base = engine or EngineConfig(nodes=nodes, gpus_per_node=sizing.gpus_per_node)
     cfg = replace(base, nodes=nodes, gpus_per_node=sizing.gpus_per_node, seed=seed)
-    policy = policies.make(policy_name, **(policy_options or {}))
+    if isinstance(policy, str):
+        policy = policies.make(policy, **(policy_options or {}))
+    elif policy_options:
+        raise ValueError("policy_options are for a policy given by name, not an object")
     return Simulator(jobs, policy, cfg).run()
 
 

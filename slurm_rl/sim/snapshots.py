@@ -7,9 +7,10 @@ running jobs' fixed fields shared while none starts or ends; `views.py` has the 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from typing import Protocol
+from contextlib import suppress
+from typing import Any, Protocol
 
-from slurm_rl.core import ClusterSnapshot, JobId, NodeView
+from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeView
 from slurm_rl.sim import views
 from slurm_rl.sim.cluster import Cluster
 from slurm_rl.sim.jobs import SimJob
@@ -32,6 +33,10 @@ class SnapshotBuilder:
         self._static = views.RunningSet(())
         self._static_at: int | None = None
         """Cluster version the running jobs' fixed fields (`_static`) were built at."""
+        self._before: tuple[frozenset[JobId], views.RunningSet, tuple[dict[str, Any], ...]] \
+            | None = None
+        """For `running_changes`: the previous RunningSet's ids (if a policy read them), that
+        set, and the fixed fields of the runs started since."""
 
     def build(self, now: float, pending: Iterator[SimJob],
               running: Iterable[SimJob]) -> ClusterSnapshot:
@@ -55,10 +60,69 @@ class SnapshotBuilder:
         # The running jobs' fixed fields (views.SimSnapshot builds their views only when a
         # policy reads them); every start and stop moves the cluster's version.
         if self._static_at != self.cluster.version:
-            self._static = views.RunningSet(
-                tuple([j.view_static or j.run_static() for j in running]))
+            # A run's fixed fields are made here only (run_static), and dropped when it starts
+            # or stops: those still missing are the runs started since the last set.
+            static: list[dict[str, Any] | None] = [j.view_static for j in running]
+            started: list[dict[str, Any]] = []
+            if None in static:
+                jobs, i = list(running), -1
+                with suppress(ValueError):
+                    while True:
+                        i = static.index(None, i + 1)
+                        fixed = static[i] = jobs[i].run_static()
+                        started.append(fixed)
+            before = self._static
+            self._static = views.RunningSet(tuple(static))  # type: ignore[arg-type]
             self._static_at = self.cluster.version
-        return views.snapshot(now, pending_views, self._static, tuple(node_views), tuple(counts))
+            since = before._ids  # (None: no policy saw them, so none can ask for changes)
+            self._before = None if since is None else (since, before, tuple(started))
+        snap = views.snapshot(now, pending_views, self._static, tuple(node_views), tuple(counts))
+        if self._before is not None:
+            since, before, started_now = self._before
+            object.__setattr__(snap, "running_changes", RunningChanges(
+                since, before, self._static, started_now, now, pending_views))
+        return snap
+
+
+class RunningChanges:
+    """`core.RunningChanges` between two of the builder's RunningSets, worked out when read."""
+
+    __slots__ = ("_after", "_before", "_fixed", "_now", "_pending", "_started", "_stopped",
+                 "since")
+
+    def __init__(self, since: frozenset[JobId], before: views.RunningSet,
+                 after: views.RunningSet, fixed: tuple[dict[str, Any], ...], now: float,
+                 pending: tuple[JobView, ...]) -> None:
+        self.since, self._before, self._after, self._now = since, before, after, now
+        self._fixed, self._pending = fixed, pending
+        """The started runs' fixed fields; the snapshot's pending views."""
+        self._started: tuple[JobView, ...] | None = None
+        self._stopped: tuple[tuple[JobId, JobView | None], ...] | None = None
+
+    @property
+    def started(self) -> tuple[JobView, ...]:
+        started = self._started
+        if started is None:
+            now = self._now
+            started = self._started = tuple([views.running_view(s, now) for s in self._fixed])
+        return started
+
+    @property
+    def stopped(self) -> tuple[tuple[JobId, JobView | None], ...]:
+        stopped = self._stopped
+        if stopped is None:
+            before, after = self._before.static, self._after.static
+            # Runs that went on are in both sets; unless all of `before` did, some job stopped.
+            if len(before) == len(after) - len(self._fixed):
+                stopped = ()
+            else:
+                gone = self.since - self._after.ids()
+                ids = ([s["id"] for s in before if s["id"] in gone] if len(gone) > 1
+                       else list(gone))
+                listed = {v.id: v for v in self._pending if v.id in gone} if gone else {}
+                stopped = tuple([(i, listed.get(i)) for i in ids])
+            self._stopped = stopped
+        return stopped
 
 
 class _Clock(Protocol):

@@ -32,7 +32,7 @@ from slurm_rl.policies.capabilities import (
 
 OUTSIDE = Path(__file__).resolve().parents[1] / "fixtures" / "outside_policy"
 SHIPPED = {"fifo", "deadline", "sjf", "sjf-oracle", "srtf-oracle", "edf", "tiresias",
-           "elasticflow", "gittins", "srtf2d-oracle"}
+           "elasticflow", "gittins", "srtf2d-oracle", "rl"}
 
 
 @contextmanager
@@ -169,7 +169,7 @@ def test_the_shipped_policies_declare_what_they_do() -> None:
         "sjf": {"Stateful", "Observing"}, "sjf-oracle": {"OracleReading"},
         "srtf-oracle": {"Preempting", "OracleReading"},
         "srtf2d-oracle": {"Preempting", "OracleReading"}, "gittins": {"Preempting"},
-        "tiresias": {"Preempting", "Stateful"}}
+        "tiresias": {"Preempting", "Stateful"}, "rl": set()}
 
 
 def test_the_full_snapshot_exercises_preemption_and_resizing() -> None:

@@ -1,0 +1,259 @@
+"""What a learned policy sees and how its action becomes a Decision, shared by the training
+environment (`rl/env.py`) and the live `rl` policy, so the daemon decides exactly as in training.
+
+Pure numpy over a `ClusterSnapshot`: no gymnasium, no torch, no simulator. Every feature is
+something the live daemon observes through Slurm (squeue/sinfo, the job's intent and progress
+tags); no JobView carries a true duration, and nothing here reads the simulator's oracle.
+
+Observation, for a snapshot at time `now`:
+- `job_feats` (max_jobs x N_JOB_FEATURES, float32): one row per *shown* pending job (below),
+  zero rows after them; `mask` (max_jobs, int8) is 1 on the rows in use. Times are log-scaled,
+  `_lt(x) = log1p(x / 60 s) / 10` (1 minute -> 0.07, 1 day -> 0.73, 30 days -> 1.07); GPU
+  counts `log2(g) / 6` (64 GPUs -> 1). Columns: JOB_FEATURES; the last, `gittins`, is the
+  `gittins` policy's priority from the shipped training-trace table (a learned prior that reads
+  no true duration of the job itself).
+- `cluster_feats` (N_CLUSTER_FEATURES, float32): CLUSTER_FEATURES.
+Values are clipped to [-FEATURE_BOUND, FEATURE_BOUND].
+
+Which pending jobs are shown, when more than `max_jobs` wait: the oldest (submit time, then
+job id): a non-oracle rule that also keeps any job from being hidden for ever. The others
+rank after the shown ones, in that same order (`decision_from_scores`).
+
+Action: `scores` (one per slot; higher runs first) and, optionally, `gpu_choice` in [0, 1]
+per slot, mapped linearly onto the job's GPU range (range jobs only; others keep their count).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_rl import gittins_table
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, ServiceClass, id_key
+
+JOB_FEATURES: tuple[str, ...] = (
+    "wait",             # _lt(now - submit)
+    "gpus",             # log2(gpus asked now) / 6
+    "gpus_min",         # log2(range minimum) / 6 (= gpus without a range)
+    "gpus_max",         # log2(range maximum) / 6 (= gpus without a range)
+    "has_range",        # 1 if the intent gives a GPU range
+    "attained_gpu",     # _lt(attained GPU-seconds, across restarts)
+    "attained_run",     # _lt(attained GPU-seconds / gpus): run time received
+    "restarts",         # log1p(restarts)
+    "progress",         # steps done / steps total, as the job reported them (0: none)
+    "has_progress",     # 1 if the job reported progress with a total
+    "critical",         # service class critical
+    "besteffort",       # service class besteffort
+    "has_deadline",     # 1 if the intent gives a deadline
+    "slack",            # sign(d - now) * _lt(|d - now|), d the deadline (0: none)
+    "hard",             # 1 for a hard deadline
+    "time_limit",       # _lt(Slurm time limit) (0: unlimited)
+    "elastic",          # 1 if the job may be resized while running
+    "fits_now",         # 1 if its GPU count (range minimum) fits the free GPUs now
+    "gittins",          # _lt(GPUs / Gittins index at its attained run time): lower first
+)
+N_JOB_FEATURES = len(JOB_FEATURES)
+
+SHAPE_MAX = 8
+"""Nodes are counted by free GPUs 0..SHAPE_MAX (more free GPUs count as SHAPE_MAX)."""
+CLUSTER_FEATURES: tuple[str, ...] = (
+    "gpus_total",       # log2(usable GPUs) / 10
+    "free_share",       # free GPUs / usable GPUs
+    "queue_len",        # log1p(pending jobs) / 10
+    "shown_share",      # shown / pending (1 when all are shown)
+    "pending_gpus",     # log1p(GPUs asked by all pending jobs / usable GPUs)
+    "running_jobs",     # log1p(running jobs) / 10
+    "busy_share",       # GPUs in use / usable GPUs
+    "max_free_node",    # most free GPUs on one node / SHAPE_MAX
+) + tuple(f"nodes_free_{k}" for k in range(SHAPE_MAX + 1))  # share of nodes with k free GPUs
+N_CLUSTER_FEATURES = len(CLUSTER_FEATURES)
+
+FEATURE_BOUND = 10.0
+GITTINS_RESTART_COST_S = 30.0
+"""Seconds per restart taken off a job's attained run time for the `gittins` column (as the
+`gittins` policy does by default)."""
+_REASON = "rl: ranked by the learned score"
+_REASON_UNSHOWN = "rl: not shown to the network (oldest-first cut), after the shown jobs"
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeatureConfig:
+    """How many pending jobs the network sees at once."""
+
+    max_jobs: int = 64
+    """Job slots in the observation; pending jobs beyond it are not shown (oldest first)."""
+
+    def __post_init__(self) -> None:
+        if self.max_jobs <= 0:
+            raise ValueError(f"max_jobs must be positive, got {self.max_jobs}")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Features:
+    job_feats: npt.NDArray[np.float32]
+    """(max_jobs, N_JOB_FEATURES)."""
+    mask: npt.NDArray[np.int8]
+    """(max_jobs,): 1 for a slot holding a shown job."""
+    cluster_feats: npt.NDArray[np.float32]
+    """(N_CLUSTER_FEATURES,)."""
+    shown_ids: tuple[JobId, ...]
+    """The jobs in the slots, in slot order."""
+
+
+def _lt(seconds: float) -> float:
+    return math.log1p(seconds / 60.0) / 10.0 if seconds > 0 else 0.0
+
+
+def _lg(gpus: float) -> float:
+    return math.log2(gpus) / 6.0 if gpus >= 1 else 0.0
+
+
+def gpu_range(job: JobView, capacity: int) -> tuple[int, int] | None:
+    """(min, max) GPU counts a range job may be given (its intent, capped by the cluster's
+    usable GPUs); None for a job without a range."""
+    it = job.intent
+    if it is None or (it.gpus_min is None and it.gpus_max is None):
+        return None
+    lo = it.gpus_min if it.gpus_min is not None else min(job.gpus, it.gpus_max or job.gpus)
+    hi = it.gpus_max if it.gpus_max is not None else max(lo, job.gpus)
+    hi = max(1, min(hi, capacity)) if capacity > 0 else max(hi, 1)
+    return min(max(lo, 1), hi), hi
+
+
+def _submit_key(j: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
+    return j.submit_time, id_key(j.id)
+
+
+def pending_in_order(snapshot: ClusterSnapshot) -> list[JobView]:
+    """Managed pending jobs oldest first (submit time, then job id): the order slots are
+    filled in. Unmanaged jobs are never ranked (policies.md); the daemon leaves them to Slurm."""
+    return sorted([j for j in snapshot.pending if j.managed], key=_submit_key)  # near-sorted
+
+
+def _free_shape(snapshot: ClusterSnapshot) -> tuple[list[int], int, int, int]:
+    """Nodes per free-GPU count (0..SHAPE_MAX), usable nodes, the most free GPUs on one
+    node, and the most GPUs of one node."""
+    shape = [0] * (SHAPE_MAX + 1)
+    if snapshot.free_counts is not None:
+        counts = snapshot.free_counts
+        for k, n in enumerate(counts):
+            shape[min(k, SHAPE_MAX)] += n
+        most = max((k for k, n in enumerate(counts) if n), default=0)
+        return shape, sum(counts), most, len(counts) - 1
+    usable = most = per_node = 0
+    for node in snapshot.nodes:
+        if node.state.usable:
+            usable += 1
+            shape[min(node.gpus_free, SHAPE_MAX)] += 1
+            most = max(most, node.gpus_free)
+            per_node = max(per_node, node.gpus_total)
+    return shape, usable, most, per_node
+
+
+def gittins_column(job: JobView) -> float:
+    """`_lt(gpus / G(a))`: the inverse of the `gittins` policy's priority (index / GPUs) on the
+    log-time scale, a the job's attained run time; from the shipped table, built from the
+    TRAINING traces only (`gittins_table`). A non-clairvoyant prior: lower ranks first."""
+    g = max(job.gpus, 1)
+    a = job.attained_gpu_s / g - job.restarts * GITTINS_RESTART_COST_S
+    index, _ = gittins_table.shipped().lookup(g, a if a > 0.0 else 0.0)
+    return _lt(g / index) if index > 0 else FEATURE_BOUND
+
+
+def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
+    """The observation of `snapshot` (see the module docstring)."""
+    now, m = snapshot.time, cfg.max_jobs
+    pending = pending_in_order(snapshot)
+    shown = pending[:m]
+    total = snapshot.gpus_total
+    free = snapshot.gpus_free
+    shape, usable_nodes, max_free, per_node = _free_shape(snapshot)
+
+    rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
+    for i, j in enumerate(shown):
+        rng = gpu_range(j, total)
+        lo, hi = rng if rng is not None else (j.gpus, j.gpus)
+        it = j.intent
+        p = j.progress
+        frac = (min(1.0, p.steps_done / p.steps_total)
+                if p is not None and p.steps_total else None)
+        deadline = it.deadline if it is not None else None
+        slack = 0.0
+        if deadline is not None:
+            d = deadline - now
+            slack = math.copysign(_lt(abs(d)), d)
+        # one node's worth must fit on one node; a wider job is judged by the total
+        fits = lo <= max_free or (lo > per_node and lo <= free)
+        cls = it.service_class if it is not None else ServiceClass.STANDARD
+        rows[i] = (
+            _lt(now - j.submit_time), _lg(j.gpus), _lg(lo), _lg(hi), rng is not None,
+            _lt(j.attained_gpu_s), _lt(j.attained_gpu_s / max(j.gpus, 1)),
+            math.log1p(j.restarts), frac or 0.0, frac is not None,
+            cls is ServiceClass.CRITICAL, cls is ServiceClass.BESTEFFORT,
+            deadline is not None, slack, bool(it and it.hard and deadline is not None),
+            _lt(j.time_limit_s or 0.0), bool(it and it.elastic), fits, gittins_column(j))
+    mask = np.zeros(m, dtype=np.int8)
+    mask[:len(shown)] = 1
+
+    n_pending = len(pending)
+    pending_gpus = sum(j.gpus for j in pending)
+    running = len(snapshot.running_ids)
+    cap = max(total, 1)
+    cluster = [
+        math.log2(cap) / 10.0, free / cap, math.log1p(n_pending) / 10.0,
+        len(shown) / n_pending if n_pending else 1.0, math.log1p(pending_gpus / cap),
+        math.log1p(running) / 10.0, (total - free) / cap, min(max_free, SHAPE_MAX) / SHAPE_MAX,
+    ] + [n / max(usable_nodes, 1) for n in shape]
+    bound = FEATURE_BOUND
+    return Features(
+        job_feats=np.clip(rows, -bound, bound).astype(np.float32),
+        mask=mask,
+        cluster_feats=np.clip(np.asarray(cluster, dtype=np.float64), -bound,
+                              bound).astype(np.float32),
+        shown_ids=tuple(j.id for j in shown))
+
+
+def gpus_from_choice(rng: tuple[int, int], choice: float) -> int:
+    """The count for `choice` in [0, 1] (clipped; NaN -> the minimum), linear over the range."""
+    lo, hi = rng
+    c = 0.0 if not choice == choice else min(max(float(choice), 0.0), 1.0)  # noqa: PLR0124
+    return lo + int(c * (hi - lo) + 0.5)  # half up
+
+
+def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
+                         scores: npt.ArrayLike, gpu_choice: npt.ArrayLike | None = None, *,
+                         policy: str = "rl") -> Decision:
+    """Rank the shown jobs by score (highest first; ties and NaN scores in slot order, NaN
+    last), then every other pending job oldest first; give range jobs among the shown the GPU
+    count `gpu_choice` picks (None: counts unchanged). Slots beyond `shown_ids` are ignored."""
+    n = len(shown_ids)
+    s = np.asarray(scores, dtype=np.float64).reshape(-1)[:n]
+    if s.shape[0] < n:
+        raise ValueError(f"{s.shape[0]} scores for {n} shown jobs")
+    s = np.where(np.isnan(s), -np.inf, s)
+    order = np.lexsort((np.arange(n), -s))  # by -score, then slot
+    choice = (None if gpu_choice is None
+              else np.asarray(gpu_choice, dtype=np.float64).reshape(-1)[:n])
+    by_id = {j.id: j for j in snapshot.pending} if choice is not None else {}
+    total = snapshot.gpus_total
+    out: list[JobOrder] = []
+    for rank, slot in enumerate(order.tolist()):
+        job_id = shown_ids[slot]
+        gpus = None
+        if choice is not None:
+            job = by_id.get(job_id)
+            rng = gpu_range(job, total) if job is not None else None
+            if rng is not None:
+                gpus = gpus_from_choice(rng, float(choice[slot]))
+        out.append(JobOrder(job_id=job_id, rank=rank, gpus=gpus, reason=_REASON))
+    shown = set(shown_ids)
+    rank = n
+    for j in pending_in_order(snapshot):
+        if j.id not in shown:
+            out.append(JobOrder(job_id=j.id, rank=rank, reason=_REASON_UNSHOWN))
+            rank += 1
+    return Decision(policy=policy, order=tuple(out))

@@ -1,0 +1,297 @@
+"""`slurm-rl train`: PPO over `SchedulingEnv`, CleanRL's ppo_continuous_action read top to
+bottom (docs/rl.md, "Agent"): config -> seeding -> scenarios -> network -> imitation warm start
+-> loop (rollouts in worker processes, GAE, clipped PPO epochs, periodic validation, best
+checkpoint kept) -> learning curve (CSV + PNG).
+
+The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's):
+
+    [train]                 # any TrainConfig field (slurm-rl train --list-params)
+    iterations = 40
+    [[scenario]]            # training episodes: every trace x window x load x seed
+    trace = "data:itp-deadline-cluster01.csv"
+    windows = ["0:400", "1000:400"]
+    loads = [0.8, 1.0]
+    seeds = [0]
+    [[validation]]          # same keys; windows or clusters training does not see
+
+HELD_OUT clusters (`gittins_table.HELD_OUT`) are refused in both: they are for evaluation only.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import random
+import time
+import tomllib
+from concurrent.futures import Executor, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing import get_context
+from pathlib import Path
+from typing import Any
+
+import click
+import numpy as np
+import torch
+
+from slurm_rl.gittins_table import HELD_OUT
+from slurm_rl.rl import rollout
+from slurm_rl.rl.env import Scenario
+from slurm_rl.rl.model import JobScorer, ModelConfig, save
+from slurm_rl.sim.config import from_table
+
+
+def _h(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    seed: int = _h("Seeds python, numpy, torch and every rollout.", 1)
+    iterations: int = _h("PPO iterations (rollout + update).", 40)
+    steps_per_worker: int = _h("Decision points each worker collects per iteration.", 512)
+    workers: int = _h("Rollout processes (the batch is workers x steps_per_worker).", 2)
+    learning_rate: float = _h("Adam step size (annealed linearly to 0).", 3e-4)
+    gamma: float = _h("Discount per decision point.", 0.995)
+    gae_lambda: float = _h("GAE lambda.", 0.95)
+    update_epochs: int = _h("PPO epochs over each batch.", 4)
+    minibatch_size: int = _h("Decision points per minibatch.", 256)
+    clip_coef: float = _h("PPO ratio clip.", 0.2)
+    ent_coef: float = _h("Entropy bonus (the Gaussian's log-std).", 0.0)
+    vf_coef: float = _h("Value loss weight.", 0.5)
+    max_grad_norm: float = _h("Gradient norm clip.", 0.5)
+    hidden: int = _h("Hidden width of the per-job MLP and the value head.", 64)
+    max_jobs: int = _h("Job slots the network sees (the oldest pending jobs).", 64)
+    init_log_std: float = _h("Initial log-std of the score Gaussian.", -1.0)
+    imitation_epochs: int = _h("Warm start: epochs regressing scores onto the `gittins` "
+                               "column's ranking before PPO (0: none).", 30)
+    imitation_steps: int = _h("Warm start: decision points collected per worker.", 512)
+    validate_every: int = _h("Validate (deterministic, whole episodes) every N iterations.", 5)
+
+
+def list_params() -> str:
+    return "\n".join(f"{f.name} = {f.default!r}  # {f.metadata['help']}"
+                     for f in dataclasses.fields(TrainConfig))
+
+
+def _scenarios(entries: list[dict[str, Any]], where: str) -> tuple[Scenario, ...]:
+    out = []
+    valid = {"trace", "windows", "loads", "seeds", "format", "gpus_per_node"}
+    for e in entries:
+        unknown = sorted(set(e) - valid)
+        if unknown:
+            raise ValueError(f"[[{where}]]: unknown key(s) {', '.join(unknown)} "
+                             f"(valid: {', '.join(sorted(valid))})")
+        trace = str(e["trace"])
+        if any(f"cluster{c}" in trace for c in HELD_OUT):
+            raise ValueError(f"[[{where}]]: {trace} is a HELD_OUT cluster (evaluation only)")
+        for w in e.get("windows", [None]):
+            for load in e.get("loads", [1.0]):
+                for s in e.get("seeds", [0]):
+                    out.append(Scenario(trace=trace, window=w, load=float(load), seed=int(s),
+                                        fmt=e.get("format", "itp-deadline"),
+                                        gpus_per_node=int(e.get("gpus_per_node", 4))))
+    return tuple(out)
+
+
+def read_scenarios(path: Path) -> tuple[dict[str, Any], tuple[Scenario, ...],
+                                        tuple[Scenario, ...]]:
+    """([train] overrides, training scenarios, validation scenarios)."""
+    doc = tomllib.loads(path.read_text())
+    unknown = sorted(set(doc) - {"train", "scenario", "validation"})
+    if unknown:
+        raise ValueError(f"unknown table(s) {', '.join(unknown)} (valid: scenario, train, "
+                         "validation)")
+    train = _scenarios(doc.get("scenario", []), "scenario")
+    val = _scenarios(doc.get("validation", []), "validation")
+    if not train or not val:
+        raise ValueError("need at least one [[scenario]] and one [[validation]]")
+    return dict(doc.get("train", {})), train, val
+
+
+class _Inline(Executor):
+    """workers = 1: run tasks in this process (no pool)."""
+
+    def map(self, fn: Any, *its: Any, timeout: Any = None, chunksize: int = 1,
+            **kw: Any) -> Any:
+        return list(map(fn, *its))
+
+
+def _call(args: tuple[Any, ...]) -> Any:
+    fn, *rest = args
+    return getattr(rollout, fn)(*rest)
+
+
+def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[Scenario, ...],
+          out: Path, echo: Any = print) -> dict[str, Any]:
+    """Train; keep the best validated checkpoint at `out`, the curve at out.with_suffix
+    ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...)."""
+    t0 = time.time()
+    # -- seeding -----------------------------------------------------------------------
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(1)
+    # -- network -------------------------------------------------------------------------
+    mcfg = ModelConfig(hidden=cfg.hidden, max_jobs=cfg.max_jobs, init_log_std=cfg.init_log_std)
+    net = JobScorer(mcfg)
+    mdict = rollout.config_dict(mcfg)
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate, eps=1e-5)
+    pool: Executor = (_Inline() if cfg.workers <= 1 else
+                      ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")))
+    rows: list[dict[str, Any]] = []
+    try:
+        def batch(steps: int, it: int) -> dict[str, np.ndarray]:
+            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            parts = list(pool.map(_call, [("collect", mdict, state, scenarios, steps,
+                                           cfg.seed * 100_003 + it * cfg.workers + w)
+                                          for w in range(cfg.workers)]))
+            for p in parts:
+                p["adv"], p["ret"] = rollout.gae(p["rewards"], p["values"], p["dones"],
+                                                 float(p["last_value"]), cfg.gamma,
+                                                 cfg.gae_lambda)
+            return {k: np.concatenate([np.atleast_1d(p[k]) for p in parts]) for k in parts[0]}
+
+        def validate() -> float:
+            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+            rets = list(pool.map(_call, [("evaluate_episode", mdict, state, sc, "net")
+                                         for sc in validation]))
+            return float(np.mean(rets))
+
+        refs = {r: float(np.mean(list(pool.map(_call, [("evaluate_episode", mdict, None, sc, r)
+                                                        for sc in validation]))))
+                for r in ("fifo", "gittins")}
+        echo(f"validation references (return = -avg JCT h): fifo order {refs['fifo']:.3f}, "
+             f"gittins order (non-preemptive) {refs['gittins']:.3f}")
+        untrained = validate()
+        echo(f"initial weights: val {untrained:.4f}")
+        # -- imitation warm start: rank as the `gittins` column does --------------------
+        if cfg.imitation_epochs > 0:
+            b = batch(cfg.imitation_steps, -1)
+            x = [torch.from_numpy(b[k]) for k in ("jobs", "mask", "cluster")]
+            target = torch.from_numpy(rollout.imitation_targets(b["jobs"], b["mask"]))
+            for _ in range(cfg.imitation_epochs):
+                for idx in torch.randperm(len(target)).split(cfg.minibatch_size):
+                    mean, _ = net(x[0][idx], x[1][idx], x[2][idx])
+                    loss = (((mean - target[idx]) ** 2) * x[1][idx]).sum() / x[1][idx].sum()
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+            echo(f"imitation: {cfg.imitation_epochs} epochs on {len(target)} states, "
+                 f"loss {loss.item():.4f}")
+        best = validate()
+        save(net, out, {"iteration": 0, "val_return": best, "train": dataclasses.asdict(cfg)})
+        rows.append({"iteration": 0, "steps": 0, "wall_s": round(time.time() - t0, 1),
+                     "train_return": "", "val_return": best, **{f"ref_{k}": v
+                                                                for k, v in refs.items()}})
+        echo(f"iter 0: val {best:.4f}")
+        steps = 0
+        # -- PPO loop -----------------------------------------------------------------------
+        for it in range(1, cfg.iterations + 1):
+            for g in opt.param_groups:
+                g["lr"] = cfg.learning_rate * (1.0 - (it - 1) / cfg.iterations)
+            b = batch(cfg.steps_per_worker, it)
+            steps += len(b["rewards"])
+            t = {k: torch.from_numpy(np.asarray(b[k], np.float32))
+                 for k in ("jobs", "mask", "cluster", "actions", "logp", "adv", "ret")}
+            for _ in range(cfg.update_epochs):
+                for idx in torch.randperm(len(t["ret"])).split(cfg.minibatch_size):
+                    mean, value = net(t["jobs"][idx], t["mask"][idx], t["cluster"][idx])
+                    logp = rollout.log_prob(mean, net.log_std, t["actions"][idx], t["mask"][idx])
+                    ratio = (logp - t["logp"][idx]).clamp(-20, 20).exp()
+                    adv = t["adv"][idx]
+                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+                    pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef,
+                                                                    1 + cfg.clip_coef)).mean()
+                    v_loss = 0.5 * ((value - t["ret"][idx]) ** 2).mean()
+                    loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * net.log_std
+                    opt.zero_grad()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+                    opt.step()
+            ep = b["ep_returns"]
+            row: dict[str, Any] = {"iteration": it, "steps": steps,
+                                   "wall_s": round(time.time() - t0, 1),
+                                   "train_return": float(ep.mean()) if len(ep) else "",
+                                   "val_return": "", **{f"ref_{k}": v for k, v in refs.items()}}
+            tr = "-" if row["train_return"] == "" else f"{row['train_return']:.4f}"
+            line = (f"iter {it}/{cfg.iterations}: steps {steps}, episodes {len(ep)}, train "
+                    f"return {tr}, pg {pg.item():.4f}, v {v_loss.item():.5f}, "
+                    f"log_std {net.log_std.item():.2f}")
+            if it % cfg.validate_every == 0 or it == cfg.iterations:
+                val = row["val_return"] = validate()
+                line += f", val {val:.4f}"
+                if val > best:
+                    best = val
+                    save(net, out, {"iteration": it, "val_return": val,
+                                    "train": dataclasses.asdict(cfg)})
+                    line += " (best, saved)"
+            rows.append(row)
+            echo(f"{line}  [{row['wall_s']:.0f} s]")
+    finally:
+        pool.shutdown()
+    _write_curve(rows, out)
+    return {"best_val_return": best, "wall_s": time.time() - t0, "steps": steps, "refs": refs,
+            "untrained_val_return": untrained, "initial_val_return": rows[0]["val_return"]}
+
+
+def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
+    with out.with_suffix(".csv").open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    tr = [(r["steps"], r["train_return"]) for r in rows if r["train_return"] != ""]
+    va = [(r["steps"], r["val_return"]) for r in rows if r["val_return"] != ""]
+    if tr:
+        ax.plot(*zip(*tr, strict=True), label="train episodes (sampled)", alpha=0.6)
+    ax.plot(*zip(*va, strict=True), "o-", label="validation (mean scores)")
+    for k, style in (("ref_fifo", ":"), ("ref_gittins", "--")):
+        ax.axhline(rows[0][k], ls=style, color="grey", label=k[4:] + " order (validation)")
+    ax.set_xlabel("decision points")
+    ax.set_ylabel("return = -avg JCT (h)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out.with_suffix(".png"), dpi=100)
+    plt.close(fig)
+
+
+@click.command("train")
+@click.option("--scenarios", "scenarios_path", type=click.Path(exists=True, dir_okay=False,
+                                                                path_type=Path))
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Checkpoint to write (the best validated); curve next to it (.csv, .png).")
+@click.option("--workers", type=click.IntRange(min=1), help="Rollout processes.")
+@click.option("--executor", type=click.Choice(["local"]), default="local", show_default=True,
+              help="Where rollouts run (local processes; a Slurm executor is not built yet).")
+@click.option("--seed", type=int, help="Overrides [train] seed.")
+@click.option("--iterations", type=click.IntRange(min=0), help="Overrides [train] iterations.")
+@click.option("--list-params", "list_params_", is_flag=True,
+              help="Print every hyper-parameter and exit.")
+def train_command(scenarios_path: Path | None, out: Path | None, workers: int | None,
+                  executor: str, seed: int | None, iterations: int | None,
+                  list_params_: bool) -> None:
+    """Train the `rl` policy with PPO on the scenarios' TRAINING traces."""
+    if list_params_:
+        click.echo(list_params())
+        return
+    if scenarios_path is None or out is None:
+        raise click.UsageError("--scenarios and --out are required")
+    try:
+        overrides, sc, val = read_scenarios(scenarios_path)
+        over = {k: v for k, v in (("workers", workers), ("seed", seed),
+                                  ("iterations", iterations)) if v is not None}
+        cfg = from_table(TrainConfig, {**overrides, **over}, where="train")
+    except (ValueError, TypeError, KeyError, tomllib.TOMLDecodeError) as exc:
+        raise click.ClickException(f"{scenarios_path}: {exc}") from None
+    click.echo(f"training on {len(sc)} scenarios, validating on {len(val)}; {cfg}")
+    res = train(cfg, sc, val, out, echo=click.echo)
+    click.echo(f"done in {res['wall_s']:.0f} s: best validation return {res['best_val_return']:.4f}"
+               f" (initial weights {res['untrained_val_return']:.4f}, after imitation "
+               f"{res['initial_val_return']:.4f}); wrote {out}, "
+               f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}")

@@ -1,0 +1,102 @@
+"""The `rl` policy (policies/rl.py): checkpoint round trip with weights_only=True, one clear
+RLPolicyError line for a missing or corrupt checkpoint and for a network that returns NaN, and
+the same Decision as the env's decision_from_scores."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from slurm_rl import policies  # noqa: E402
+from slurm_rl.core import (  # noqa: E402
+    ClusterSnapshot,
+    JobId,
+    JobState,
+    JobView,
+    NodeName,
+    NodeState,
+    NodeView,
+)
+from slurm_rl.policies.rl import RLPolicyError, default_checkpoint  # noqa: E402
+from slurm_rl.rl import model as rl_model  # noqa: E402
+from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features  # noqa: E402
+
+
+def _snap() -> ClusterSnapshot:
+    jobs = tuple(JobView(id=JobId(str(i)), state=JobState.PENDING, submit_time=float(i),
+                         gpus=1 + i % 4, attained_gpu_s=float(100 * (i % 3)))
+                 for i in range(1, 9))
+    return ClusterSnapshot(time=100.0, jobs=jobs, nodes=NODES)
+
+
+NODES = tuple(NodeView(name=NodeName(f"n{i}"), state=NodeState.MIXED, gpus_total=4,
+                       gpus_alloc=4 - i) for i in range(2))
+
+
+def _net(seed: int = 0) -> rl_model.JobScorer:
+    torch.manual_seed(seed)
+    net = rl_model.JobScorer(rl_model.ModelConfig(hidden=16, max_jobs=8))
+    torch.nn.init.normal_(net.score.weight)  # scores that differ between jobs
+    return net
+
+
+def test_checkpoint_round_trip_with_weights_only(tmp_path: Path) -> None:
+    net = _net()
+    path = tmp_path / "ck.pt"
+    rl_model.save(net, path, {"note": "x"})
+    blob = torch.load(path, weights_only=True)
+    assert blob["config"]["hidden"] == 16 and blob["meta"] == {"note": "x"}
+    back, meta = rl_model.load(path)
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, back.state_dict()[k])
+    s = _snap()
+    d = policies.make("rl", checkpoint=str(path)).decide(s)
+    f = features(s, FeatureConfig(max_jobs=8))
+    with torch.no_grad():
+        scores = net.scores(torch.from_numpy(f.job_feats[:8]), torch.from_numpy(f.cluster_feats))
+    assert d == decision_from_scores(s, f.shown_ids, scores.numpy())
+    assert d == policies.make("rl", checkpoint=str(path)).decide(s)  # deterministic
+
+
+def test_the_shipped_checkpoint_loads_and_is_small() -> None:
+    assert default_checkpoint().stat().st_size < 300_000
+    assert len(policies.make("rl").decide(_snap()).order) == 8
+
+
+@pytest.mark.parametrize("content", [None, b"not a checkpoint", b""])
+def test_a_missing_or_corrupt_checkpoint_is_one_clear_line(tmp_path: Path,
+                                                           content: bytes | None) -> None:
+    path = tmp_path / "bad.pt"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(RLPolicyError) as err:
+        policies.make("rl", checkpoint=str(path))
+    msg = str(err.value)
+    assert "\n" not in msg and str(path) in msg and "does not load" in msg
+
+
+def test_a_checkpoint_of_something_else_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "other.pt"
+    torch.save({"weights": torch.zeros(3)}, path)
+    with pytest.raises(RLPolicyError, match="not a slurm-rl checkpoint"):
+        policies.make("rl", checkpoint=str(path))
+
+
+def test_a_network_returning_nan_raises(tmp_path: Path) -> None:
+    net = _net()
+    with torch.no_grad():
+        net.score.bias.fill_(float("nan"))
+    path = tmp_path / "nan.pt"
+    rl_model.save(net, path)
+    policy = policies.make("rl", checkpoint=str(path))
+    with pytest.raises(RLPolicyError, match="non-finite") as err:
+        policy.decide(_snap())
+    assert "\n" not in str(err.value)
+
+
+def test_an_empty_queue_is_an_empty_order() -> None:
+    s = ClusterSnapshot(time=0.0, jobs=(), nodes=NODES)
+    assert policies.make("rl").decide(s).order == ()
