@@ -12,7 +12,7 @@ counts.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView
 from slurm_rl.policies.capabilities import Oracle
@@ -27,18 +27,26 @@ NAME = "srtf-oracle"
 
 
 @dataclass(frozen=True, kw_only=True)
-class SrtfOracle:
-    name: str = field(default=NAME, init=False)
-    margin_s: float = 0.0
-    """Preempt a running job only if its true remaining time exceeds the pending job's by more
-    than this (0: textbook SRTF)."""
+class SrtfBase:
+    """Preemptive shortest-remaining-first on a measure of each job's true remaining work;
+    subclasses say which measure (`measure`), how it reads (`describe`) and the margin."""
+
+    name: str
+    label: ClassVar[str] = "oracle SRTF"
     _oracle: list[Oracle | None] = field(default_factory=lambda: [None], init=False,
                                          repr=False, compare=False)
     """The bound oracle (a one-slot list: the dataclass is frozen)."""
 
-    def __post_init__(self) -> None:
-        if self.margin_s < 0:
-            raise ValueError(f"margin_s must be >= 0, got {self.margin_s}")
+    @property
+    def margin(self) -> float:
+        raise NotImplementedError
+
+    def measure(self, rem: dict[JobId, float], jobs: list[JobView]) -> dict[JobId, float]:
+        """Job → the value ranked (smallest first), from true remaining seconds `rem`."""
+        raise NotImplementedError
+
+    def describe(self, job: JobView, value: float) -> str:
+        raise NotImplementedError
 
     def bind_oracle(self, oracle: Oracle | None) -> None:
         """OracleReading (capabilities.py): the simulator binds its true durations."""
@@ -53,18 +61,18 @@ class SrtfOracle:
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         jobs = managed_pending(snapshot)
         oracle = self._oracle[0]
-        rem = true_remaining(oracle, jobs)
+        rem = self.measure(true_remaining(oracle, jobs), jobs)
         known = sorted((j for j in jobs if j.id in rem), key=lambda j: (rem[j.id], submit_key(j)))
         ranked: list[tuple[JobView, str, int | None]] = [
-            (j, f"oracle SRTF: true remaining {fmt_dur(rem[j.id])}", None) for j in known
+            (j, f"{self.label}: {self.describe(j, rem[j.id])}", None) for j in known
         ]
-        ranked += [(j, "oracle SRTF: no true duration known, submit order", None)
+        ranked += [(j, f"{self.label}: no true duration known, submit order", None)
                    for j in jobs if j.id not in rem]
         running: dict[JobId, float] = {}
 
         def victims() -> list[JobView]:  # (asked only if some pending job does not fit)
             stoppable = [j for j in snapshot.running if self.may_preempt(j)]
-            running.update(true_remaining(oracle, stoppable))
+            running.update(self.measure(true_remaining(oracle, stoppable), stoppable))
             return sorted((j for j in stoppable if j.id in running),
                           key=lambda j: (running[j.id], submit_key(j)), reverse=True)
 
@@ -75,11 +83,39 @@ class SrtfOracle:
             Capacity.of(snapshot),
             [j for j in known if not j.held],
             victims,
-            outranks=lambda p, v: left(v) > left(p) + self.margin_s,
-            reason=lambda v, p: (f"oracle SRTF: true remaining {fmt_dur(left(v))} > "
-                                 f"{fmt_dur(left(p))} of job {p.id} ({p.gpus} GPUs)"),
+            outranks=lambda p, v: left(v) > left(p) + self.margin,
+            reason=lambda v, p: self.victim_reason(left(v), left(p), p),
         )
         return Decision(policy=self.name, order=orders(ranked), preemptions=preempts)
+
+    def victim_reason(self, victim: float, pending: float, p: JobView) -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, kw_only=True)
+class SrtfOracle(SrtfBase):
+    name: str = field(default=NAME, init=False)
+    margin_s: float = 0.0
+    """Preempt a running job only if its true remaining time exceeds the pending job's by more
+    than this (0: textbook SRTF)."""
+
+    def __post_init__(self) -> None:
+        if self.margin_s < 0:
+            raise ValueError(f"margin_s must be >= 0, got {self.margin_s}")
+
+    @property
+    def margin(self) -> float:
+        return self.margin_s
+
+    def measure(self, rem: dict[JobId, float], jobs: list[JobView]) -> dict[JobId, float]:
+        return rem
+
+    def describe(self, job: JobView, value: float) -> str:
+        return f"true remaining {fmt_dur(value)}"
+
+    def victim_reason(self, victim: float, pending: float, p: JobView) -> str:
+        return (f"{self.label}: true remaining {fmt_dur(victim)} > {fmt_dur(pending)} of job "
+                f"{p.id} ({p.gpus} GPUs)")
 
 
 def new(**options: Any) -> SrtfOracle:
