@@ -3,18 +3,19 @@
 Everything here is a frozen, keyword-only dataclass holding tuples: a policy gets a
 `ClusterSnapshot` and returns a `Decision`, and can not tell whether the snapshot was built
 from Slurm, from a trace, or from stored rows. Times are seconds as floats: epoch seconds on a
-real cluster, trace seconds in the simulator.
+real cluster, trace seconds in the simulator. The state enums live in `states.py` and are
+imported from here like everything else.
 """
 
 from __future__ import annotations
 
-import enum
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NewType, Protocol
 
+from slurm_rl.states import JobState, NodeState, ServiceClass
 from slurm_rl.submit.tags import MAX_EPOCH, MAX_INT, check_int, check_number
 
 JobId = NewType("JobId", str)
@@ -29,127 +30,6 @@ def id_key(job_id: str) -> tuple[tuple[int, str], ...]:
 
     Cached: the same ids are sorted every daemon cycle and every simulator decision."""
     return tuple((int(p), "") if p.isdigit() else (-1, p) for p in _DIGITS.split(job_id) if p)
-
-
-class JobState(enum.Enum):
-    """Slurm's job states (squeue's long names), in one enum for daemon and simulator."""
-
-    PENDING = "PENDING"
-    RUNNING = "RUNNING"
-    SUSPENDED = "SUSPENDED"
-    COMPLETING = "COMPLETING"
-    COMPLETED = "COMPLETED"
-    CANCELLED = "CANCELLED"
-    FAILED = "FAILED"
-    TIMEOUT = "TIMEOUT"
-    NODE_FAIL = "NODE_FAIL"
-    PREEMPTED = "PREEMPTED"
-    BOOT_FAIL = "BOOT_FAIL"
-    DEADLINE = "DEADLINE"
-    OUT_OF_MEMORY = "OUT_OF_MEMORY"
-    REQUEUED = "REQUEUED"
-    REQUEUE_HOLD = "REQUEUE_HOLD"
-    REQUEUE_FED = "REQUEUE_FED"
-    RESIZING = "RESIZING"
-    REVOKED = "REVOKED"
-    SIGNALING = "SIGNALING"
-    SPECIAL_EXIT = "SPECIAL_EXIT"
-    STAGE_OUT = "STAGE_OUT"
-    STOPPED = "STOPPED"
-    CONFIGURING = "CONFIGURING"
-    RESV_DEL_HOLD = "RESV_DEL_HOLD"
-
-    @classmethod
-    def parse(cls, text: str) -> JobState:
-        """Parse a state as squeue/scontrol print it ("PENDING", "CANCELLED by 0", ...)."""
-        word = text.strip().split(" ", 1)[0].upper()
-        try:
-            return cls(word)
-        except ValueError:
-            raise ValueError(f"unknown Slurm job state {text!r}") from None
-
-    @property
-    def is_pending(self) -> bool:
-        return self in _PENDING_LIKE
-
-    @property
-    def is_running(self) -> bool:
-        return self in _RUNNING_LIKE
-
-    @property
-    def is_finished(self) -> bool:
-        return not (self.is_pending or self.is_running)
-
-
-_PENDING_LIKE = frozenset(
-    {JobState.PENDING, JobState.REQUEUED, JobState.REQUEUE_HOLD, JobState.REQUEUE_FED,
-     JobState.RESV_DEL_HOLD}
-)
-_RUNNING_LIKE = frozenset(
-    {JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING, JobState.CONFIGURING,
-     JobState.RESIZING, JobState.SIGNALING, JobState.STAGE_OUT, JobState.STOPPED}
-)
-
-
-class NodeState(enum.Enum):
-    """Base node states as sinfo's %T prints them, flags ('*', '~', '+DRAIN') stripped."""
-
-    IDLE = "IDLE"
-    MIXED = "MIXED"
-    ALLOCATED = "ALLOCATED"
-    COMPLETING = "COMPLETING"
-    DOWN = "DOWN"
-    DRAINED = "DRAINED"
-    DRAINING = "DRAINING"
-    FAIL = "FAIL"
-    FAILING = "FAILING"
-    FUTURE = "FUTURE"
-    MAINT = "MAINT"
-    REBOOT = "REBOOT"
-    RESERVED = "RESERVED"
-    PLANNED = "PLANNED"
-    POWER_DOWN = "POWER_DOWN"
-    POWERED_DOWN = "POWERED_DOWN"
-    POWERING_DOWN = "POWERING_DOWN"
-    POWERING_UP = "POWERING_UP"
-    UNKNOWN = "UNKNOWN"
-
-    @classmethod
-    def parse(cls, text: str) -> NodeState:
-        word = text.strip().upper().rstrip("*~#!%$@^-+")
-        word = word.split("+", 1)[0]
-        try:
-            return cls(word)
-        except ValueError:
-            return cls.UNKNOWN
-
-    @property
-    def usable(self) -> bool:
-        """Whether new jobs may start on a node in this state."""
-        return self in (NodeState.IDLE, NodeState.MIXED, NodeState.ALLOCATED,
-                        NodeState.COMPLETING, NodeState.PLANNED)
-
-
-class ServiceClass(enum.Enum):
-    """The QoS class a user asks for with `rlsbatch --rl-class`.
-
-    critical:   deadline jobs that matter most; ordered first among jobs that can make it.
-    standard:   the default.
-    besteffort: runs when GPUs are free; never delays the other classes.
-    """
-
-    CRITICAL = "critical"
-    STANDARD = "standard"
-    BESTEFFORT = "besteffort"
-
-    @classmethod
-    def parse(cls, text: str) -> ServiceClass:
-        key = text.strip().lower().replace("-", "").replace("_", "")
-        for member in cls:
-            if member.value == key:
-                return member
-        valid = ", ".join(m.value for m in cls)
-        raise ValueError(f"unknown service class {text!r} (valid: {valid})")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -14,7 +14,8 @@ counts of pending jobs. The daemon applies only the last of these to Slurm today
 and pending jobs' GPU counts, docs/daemon.md); preemptions and resizes of running jobs are the
 simulator's model of what requeueing a checkpointing job would do.
 Snapshots and the oracle are built in `snapshots.py`, the scheduling passes in `backfill.py`
-and `conservative.py`, a job's life cycle in `lifecycle.py`.
+and `conservative.py`, a job's life cycle in `lifecycle.py`, the event heap and timers in
+`timers.py`.
 
 The policy's declared capabilities (`slurm_rl.policies.capabilities`) are checked with
 isinstance: a `Stateful` one is `reset()` at the start of a run (and by `Simulator.reset`),
@@ -36,7 +37,6 @@ import heapq
 import itertools
 import math
 import time
-from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -65,6 +65,7 @@ from slurm_rl.sim.lifecycle import FINISH as _FINISH
 from slurm_rl.sim.lifecycle import JobLifecycle
 from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
+from slurm_rl.sim.timers import Timers
 from slurm_rl.sim.trace import TraceJob
 
 _APPLY, _TICK, _MAIN, _BF = 1, 2, 3, 4
@@ -81,7 +82,7 @@ class DecisionPoint:
     snapshot: ClusterSnapshot
 
 
-class Simulator(ApplyDecisions, JobLifecycle):
+class Simulator(ApplyDecisions, JobLifecycle, Timers):
     """The engine, stepped SimPy-style: `step()` runs events up to the next decision point
     and returns it (None when the trace is done); `apply(decision)` answers it and finishes
     that instant; `run(until)` is that loop with the engine's own policy deciding. `reset()`
@@ -296,44 +297,6 @@ class Simulator(ApplyDecisions, JobLifecycle):
                 and cfg.bf_interval_s <= 0):  # with a cadence, the next cycle starts one
             raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
                                   f"at t={self.now}: they can never start")
-
-    def _push(self, at: float, kind: int, job: SimJob | None = None, version: int = 0) -> None:
-        if not at >= self.now:  # also catches NaN
-            raise SimulationError(f"event at {at} scheduled in the past (now {self.now})")
-        heapq.heappush(self._heap, (at, kind, next(self._seq), job, version))
-
-    def _arm(self, kind: int, at: float) -> None:
-        """Set timer `kind` (tick, main scheduler, backfill) to fire at `at`."""
-        self._armed[kind] = at
-        self._push(at, kind)
-
-    def _fired(self, t: float, kind: int) -> bool:
-        """Pop the events of timer `kind` at time t; whether the armed one was among them."""
-        heap, fired = self._heap, False
-        while heap and heap[0][0] == t and heap[0][1] == kind:
-            heapq.heappop(heap)
-            if self._armed[kind] == t:
-                self._armed[kind] = None
-                fired = True
-        return fired
-
-    def _next_tick(self) -> float:
-        """The next policy tick after now: tick_s on, or the next point of the fixed grid."""
-        tick, phase = self.cfg.tick_s, self.cfg.tick_phase_s
-        if phase is None:
-            return self.now + tick
-        return self._next_on_grid(phase, tick)
-
-    def _next_cycle(self, times: tuple[float, ...], phase: float, period: float) -> float:
-        """The next scheduler cycle after now: from the explicit instants while they last,
-        then on the grid."""
-        i = bisect_right(times, self.now)
-        return times[i] if i < len(times) else self._next_on_grid(phase, period)
-
-    def _next_on_grid(self, phase: float, period: float) -> float:
-        """The first point of phase + k x period strictly after now."""
-        at = phase + (math.floor((self.now - phase) / period) + 1) * period
-        return at if at > self.now else at + period
 
     def _note(self, kind: str, detail: str) -> None:
         self.notes[kind] += 1
