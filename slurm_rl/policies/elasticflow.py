@@ -169,6 +169,17 @@ class _Round:
         alloc = usable_alloc(snap.nodes, self.mem)
         return ReservedGpus.of_holds(self.total, now, max(0, alloc - shown), holds)
 
+    def held_bound(self) -> int:
+        """At least the GPUs `profile()` holds at now (its holds' counts, ignoring that those
+        ending by now are left out), read without any estimate: if this leaves room for a
+        job, the profile has room for it from now on (running holds only end)."""
+        mem, snap = self.mem, self.snapshot
+        if mem.shown_for is not snap.running_ids:  # the same object: the same runs
+            mem.shown, mem.shown_for = sum(j.gpus for j in snap.running), snap.running_ids
+        elastic = sum(j.gpus for j in self.elastic.values())
+        floors = sum(self.floor.values())
+        return max(0, usable_alloc(snap.nodes, mem) - mem.shown) + mem.shown - elastic + floors
+
     # 1. Plan: admission control and minimum satisfactory shares -------------------------------
 
     def plan(self) -> list[JobView]:
@@ -179,7 +190,23 @@ class _Round:
         # Running jobs were admitted before: their commitments come first.
         edf = sorted((j for j in self.elastic.values() if _deadline(j) is not None), key=_edf)
         edf += [k.view for k in self.edf_pending if not k.view.held]
+        # The profile is built only once a job does not fit at now: until then every
+        # reservation starts at now and `held` bounds what the profile would hold at now, so
+        # earliest() would answer now (or None past the deadline). The reservations made so
+        # far are then added to it in order, as if it had been built first.
         prof: ReservedGpus | None = None
+        held: int | None = None
+        made: list[tuple[float, float, int]] = []
+
+        def reserve(start: float, end: float, g: int) -> None:
+            nonlocal held
+            if prof is None:
+                assert held is not None and start <= now
+                held += g
+                made.append((start, end, g))
+            else:
+                prof.add(start, end, g)
+
         for j in edf:
             d = _deadline(j)
             assert d is not None
@@ -189,24 +216,31 @@ class _Round:
                 # Not even now: no start in the profile (all at or after now) can make it.
                 self.refused.add(j.id)
                 continue
-            if prof is None:
-                prof = self.profile()
+            if held is None:
+                held = self.held_bound()
             if (k.est if k is not None else estimate_remaining(j, now)) is None:
                 g = j.gpus if running else self.counts(j)[0]
                 self.shares[j.id] = Share(gpus=g, start=now, dur=None)
-                prof.add(now, max(d, now), g)
+                reserve(now, max(d, now), g)
                 continue
             for g in self.counts(j):
                 dur = self.rem(j, g) + (self.resize_cost_s if running and g != j.gpus else 0.0)
-                s = prof.earliest(g, dur, d, now_only=running)
+                if prof is None and held + g <= self.total:
+                    s: float | None = now if not now + dur > d else None
+                else:
+                    if prof is None:
+                        prof = self.profile()
+                        for r in made:
+                            prof.add(*r)
+                    s = prof.earliest(g, dur, d, now_only=running)
                 if s is not None:
                     self.shares[j.id] = Share(gpus=g, start=s, dur=dur)
-                    prof.add(s, s + dur, g)
+                    reserve(s, s + dur, g)
                     break
             else:
                 self.refused.add(j.id)
                 if running:
-                    prof.add(now, now + self.rem(j, j.gpus), j.gpus)
+                    reserve(now, now + self.rem(j, j.gpus), j.gpus)
         return edf
 
     def refusal(self, j: JobView) -> str:

@@ -88,6 +88,9 @@ class Memory:
     nodes: Sequence[NodeView] | None = None
     alloc: int = 0
     """GPUs allocated on the usable nodes of `nodes` (usable_alloc)."""
+    shown_for: frozenset[JobId] | None = None
+    shown: int = 0
+    """GPUs of the running jobs of the snapshot whose `running_ids` is `shown_for`."""
 
 
 def usable_alloc(nodes: tuple[NodeView, ...], mem: Memory) -> int:

@@ -93,6 +93,7 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self._trace = tuple(jobs)
         self._preempts = isinstance(policy, Preempting)
         self._resizes = isinstance(policy, Resizing)
+        self._resizer: Resizing | None = policy if isinstance(policy, Resizing) else None
         # Skipping a futile call is exact only if the next event asks the policy again at once:
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
         self._may_skip = (config.skip_futile and config.decide_on_events
@@ -112,6 +113,8 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self._pending: dict[SimJob, None] = {}
         self._pending_sorted = True
         self._running: dict[SimJob, None] = {}
+        self._resizable: set[SimJob] | None = set() if self._resizer is not None else None
+        """Running jobs the policy may resize (`Resizing.may_resize` when they started)."""
         self._ends: backfill.Ends = []
         self._ranked: list[SimJob] = []
         self._reservations = backfill.ReservationCache()
@@ -318,15 +321,17 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         """False when no decision could change anything, for a policy that declares what it
         may do (`Preempting`, `Resizing`; one that declares neither only orders jobs).
 
-        With nothing pending only a resize can matter. For a policy that only orders jobs, the
+        With nothing pending only a resize can matter, and only of a running job the policy
+        `may_resize` (a Resizing policy with none such only orders jobs). For one that only
+        orders jobs, the
         order matters only when at least two jobs are pending (or one with a GPU range) and one
         of them can start now; a pure policy decides the same later, when it does matter.
         """
         if not self.cfg.skip_futile:
             return True
         if not self._pending:
-            return self._resizes
-        if self._preempts or self._resizes:
+            return bool(self._resizable)
+        if self._preempts or self._resizable:
             return True
         if self.cluster.free_total == 0:
             return False

@@ -8,13 +8,14 @@ from bisect import bisect_left, insort
 from typing import Protocol
 
 from slurm_rl.core import JobId, JobState
+from slurm_rl.policies.capabilities import Resizing
 from slurm_rl.sim import backfill
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.jobs import SimJob
 from slurm_rl.sim.results import Interval, JobRecord, SimulationError
 from slurm_rl.sim.snapshots import SnapshotBuilder
-from slurm_rl.sim.views import node_name
+from slurm_rl.sim.views import node_name, running_view
 
 FINISH = 0
 """The heap's event kind for a completion (engine.py has the others)."""
@@ -34,6 +35,8 @@ class _Engine(Protocol):
     _pending: dict[SimJob, None]
     _pending_sorted: bool
     _running: dict[SimJob, None]
+    _resizer: Resizing | None
+    _resizable: set[SimJob] | None
     _ends: backfill.Ends
     _records: dict[int, JobRecord]
     _intervals: list[Interval]
@@ -76,6 +79,12 @@ class JobLifecycle:
         insort(self._ends, (job.planned_end, job.seq, job))
         self._running[job] = None
         job.view = job.view_static = None
+        if self._resizer is not None:  # `_resizable`: the runs it may resize
+            # (a throwaway view: the snapshot builder sees the run start by view_static None)
+            view = running_view(job.run_static(), now)
+            job.view_static = None
+            if self._resizer.may_resize(view):
+                self._resizable.add(job)  # type: ignore[union-attr]
 
     def _stop(self: _Engine, job: SimJob) -> None:
         """End the current run: book progress, service and the interval; free the GPUs."""
@@ -95,6 +104,8 @@ class JobLifecycle:
             raise SimulationError(f"job {job.id} missing from the running set")
         del self._ends[i]
         del self._running[job]
+        if self._resizable:
+            self._resizable.discard(job)
         job.alloc = ()
         job.view = job.view_static = None
 

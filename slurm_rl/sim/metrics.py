@@ -103,6 +103,9 @@ def utilization_series(result: SimResult, points: int = 400) -> tuple[list[float
     t1 = max(j.end for j in result.jobs)
     if t1 <= t0:
         return [t0] * points, [0.0] * points
+    if (t1 - t0) / points == 0.0:  # a span too short to cut into bins (subnormal floats)
+        u = gpu_utilization(result)
+        return [t0] * points, [u] * points
     deltas: dict[float, int] = {}
     for iv in result.intervals:
         deltas[iv.start] = deltas.get(iv.start, 0) + iv.gpus

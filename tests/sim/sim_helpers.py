@@ -47,7 +47,7 @@ class OrderOnlyFakePolicy:
 @dataclass
 class FakePolicy(OrderOnlyFakePolicy):
     """`OrderOnlyFakePolicy` that may also preempt and resize any job (Preempting, Resizing):
-    asked whenever anything changes."""
+    asked whenever anything changes while a job is pending or running."""
 
     def may_preempt(self, job: JobView) -> bool:
         return True

@@ -127,8 +127,9 @@ def test_invalid_orders_and_preemptions_are_noted() -> None:
                         preemptions=(Preempt(job_id=JobId("nope")),))
 
     r = run([job("a", 0, 10), job("b", 5, 1)], FakePolicy(fn), nodes=1, gpus_per_node=2)
-    # Decisions at 0, 5, 6 and 10; a runs during the middle two.
-    assert r.notes == {"preempt of a job not running": 4, "order for a job not pending": 2}
+    # Decisions at 0, 5 and 6 (a runs during the last two); at 10 nothing is pending and
+    # nothing running that could be resized: futile, skipped.
+    assert r.notes == {"preempt of a job not running": 3, "order for a job not pending": 2}
     assert any("nope" in s for s in r.note_samples)
 
 
@@ -191,16 +192,17 @@ def test_ticks_while_jobs_wait() -> None:
     jobs = [job("a", 0, 200, 1), job("b", 10, 10, 1)]
     p = FakePolicy()
     run(jobs, p, nodes=1, gpus_per_node=1, tick_s=60)
-    assert [s.time for s in p.seen] == [0, 10, 70, 130, 190, 200, 210]
+    # (not at 210: nothing is left pending or running to decide about)
+    assert [s.time for s in p.seen] == [0, 10, 70, 130, 190, 200]
     p = FakePolicy()
     run(jobs, p, nodes=1, gpus_per_node=1, tick_s=0)
-    assert [s.time for s in p.seen] == [0, 10, 200, 210]
+    assert [s.time for s in p.seen] == [0, 10, 200]
     p = FakePolicy()
     run(jobs[:1], p, nodes=1, gpus_per_node=1, tick_s=60)
-    assert [s.time for s in p.seen] == [0, 200]  # nothing waits: no ticks
+    assert [s.time for s in p.seen] == [0]  # nothing waits: no ticks
     p = FakePolicy()
     run(jobs[:1], p, nodes=1, gpus_per_node=1, tick_s=60, idle_ticks=True)
-    assert [s.time for s in p.seen] == [0, 60, 120, 180, 200]
+    assert [s.time for s in p.seen] == [0, 60, 120, 180]  # a may be resized while it runs
     p = FakePolicy()
     run(jobs, p, nodes=1, gpus_per_node=1, tick_s=60, decide_on_events=False)
     assert [s.time for s in p.seen] == [60, 120, 180]  # first tick 60 s after the arrival
@@ -213,7 +215,8 @@ def test_declared_order_only_policy_is_asked_only_when_it_matters() -> None:
     r1 = run(jobs, plain, nodes=1, gpus_per_node=1, tick_s=0)
     r2 = run(jobs, declared, nodes=1, gpus_per_node=1, tick_s=0)
     assert r1.jobs == r2.jobs and r1.intervals == r2.intervals
-    assert [s.time for s in plain.seen] == [0, 10, 20, 100, 110, 115, 300, 301]
+    # at 115 and 301 the last job ends: nothing pending or running, not asked
+    assert [s.time for s in plain.seen] == [0, 10, 20, 100, 110, 300]
     assert [s.time for s in declared.seen] == [100]  # b and c wait, one GPU frees
 
 

@@ -1,7 +1,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from slurm_rl.sim.config import EngineConfig
@@ -58,6 +58,7 @@ def test_utilization_series_averages_each_bin() -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.lists(st.tuples(st.floats(0, 1000), st.floats(0, 500), st.integers(1, 4)),
                 min_size=1, max_size=20), st.integers(1, 50))
+@example(runs=[(0.0, 5e-324, 1)], points=2)  # bins narrower than the smallest float
 def test_utilization_series_averages_to_the_utilization(
         runs: list[tuple[float, float, int]], points: int) -> None:
     jobs = tuple(rec(str(i), s, s, s + d) for i, (s, d, _) in enumerate(runs))
