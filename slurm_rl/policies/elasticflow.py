@@ -50,10 +50,16 @@ from slurm_rl.policies.elasticflow_state import (
     resizable,
     usable_alloc,
 )
+from slurm_rl.policies.elasticflow_state import (
+    deadline_of as _deadline,
+)
+from slurm_rl.policies.elasticflow_state import (
+    edf_key as _edf,
+)
 from slurm_rl.policies.estimates import estimate_remaining, remaining_at
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
-from slurm_rl.policies.gpu_profile import ReservedGpus
+from slurm_rl.policies.gpu_profile import LazyProfile, ReservedGpus
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
@@ -171,8 +177,7 @@ class _Round:
 
     def held_bound(self) -> int:
         """At least the GPUs `profile()` holds at now (its holds' counts, ignoring that those
-        ending by now are left out), read without any estimate: if this leaves room for a
-        job, the profile has room for it from now on (running holds only end)."""
+        ending by now are left out), read without any estimate (gpu_profile.LazyProfile)."""
         mem, snap = self.mem, self.snapshot
         if mem.shown_for is not snap.running_ids:  # the same object: the same runs
             mem.shown, mem.shown_for = sum(j.gpus for j in snap.running), snap.running_ids
@@ -190,23 +195,7 @@ class _Round:
         # Running jobs were admitted before: their commitments come first.
         edf = sorted((j for j in self.elastic.values() if _deadline(j) is not None), key=_edf)
         edf += [k.view for k in self.edf_pending if not k.view.held]
-        # The profile is built only once a job does not fit at now: until then every
-        # reservation starts at now and `held` bounds what the profile would hold at now, so
-        # earliest() would answer now (or None past the deadline). The reservations made so
-        # far are then added to it in order, as if it had been built first.
-        prof: ReservedGpus | None = None
-        held: int | None = None
-        made: list[tuple[float, float, int]] = []
-
-        def reserve(start: float, end: float, g: int) -> None:
-            nonlocal held
-            if prof is None:
-                assert held is not None and start <= now
-                held += g
-                made.append((start, end, g))
-            else:
-                prof.add(start, end, g)
-
+        prof = LazyProfile(self.total, now, self.held_bound, self.profile)
         for j in edf:
             d = _deadline(j)
             assert d is not None
@@ -216,31 +205,22 @@ class _Round:
                 # Not even now: no start in the profile (all at or after now) can make it.
                 self.refused.add(j.id)
                 continue
-            if held is None:
-                held = self.held_bound()
             if (k.est if k is not None else estimate_remaining(j, now)) is None:
                 g = j.gpus if running else self.counts(j)[0]
                 self.shares[j.id] = Share(gpus=g, start=now, dur=None)
-                reserve(now, max(d, now), g)
+                prof.add(now, max(d, now), g)
                 continue
             for g in self.counts(j):
                 dur = self.rem(j, g) + (self.resize_cost_s if running and g != j.gpus else 0.0)
-                if prof is None and held + g <= self.total:
-                    s: float | None = now if not now + dur > d else None
-                else:
-                    if prof is None:
-                        prof = self.profile()
-                        for r in made:
-                            prof.add(*r)
-                    s = prof.earliest(g, dur, d, now_only=running)
+                s = prof.earliest(g, dur, d, now_only=running)
                 if s is not None:
                     self.shares[j.id] = Share(gpus=g, start=s, dur=dur)
-                    reserve(s, s + dur, g)
+                    prof.add(s, s + dur, g)
                     break
             else:
                 self.refused.add(j.id)
                 if running:
-                    reserve(now, now + self.rem(j, j.gpus), j.gpus)
+                    prof.add(now, now + self.rem(j, j.gpus), j.gpus)
         return edf
 
     def refusal(self, j: JobView) -> str:
@@ -389,15 +369,6 @@ class _Round:
             return text if grown is None else f"{text}; given {grown} GPUs from leftover"
 
         return why
-
-
-def _deadline(j: JobView) -> float | None:
-    return j.intent.deadline if j.intent else None
-
-
-def _edf(j: JobView) -> tuple[float, float, tuple[tuple[int, str], ...]]:
-    d = _deadline(j)
-    return (d if d is not None else math.inf, *submit_key(j))
 
 
 @dataclass(frozen=True, kw_only=True)

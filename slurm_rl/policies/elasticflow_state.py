@@ -16,7 +16,7 @@ from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, N
 from slurm_rl.policies.estimates import Estimate
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.gpu_counts import gpu_range
-from slurm_rl.policies.ordering import Ranked
+from slurm_rl.policies.ordering import Ranked, submit_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,3 +127,12 @@ def elastic_ids(snapshot: ClusterSnapshot, mem: Memory) -> frozenset[JobId]:
         return (mem.elastic_ids - gone) | {j.id for j in started if resizable(j)}
     return frozenset(j.id for j in snapshot.running
                      if (it := j.intent) is not None and it.elastic and resizable(j))
+
+
+def deadline_of(j: JobView) -> float | None:
+    return j.intent.deadline if j.intent else None
+
+
+def edf_key(j: JobView) -> tuple[float, float, tuple[tuple[int, str], ...]]:
+    d = deadline_of(j)
+    return (d if d is not None else math.inf, *submit_key(j))

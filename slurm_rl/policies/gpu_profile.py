@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 
 class ReservedGpus:
@@ -102,3 +102,48 @@ class ReservedGpus:
         if not seen_room:
             self._full_until[gpus] = math.inf
         return None
+
+
+class LazyProfile:
+    """A `ReservedGpus` of running holds, built only once a job does not fit at now.
+
+    Until then every reservation starts at now, and `held()` (at least the GPUs the built
+    profile would hold at now, worked out without the holds' ends) bounds what is reserved at
+    now: while a job fits under that bound, the profile has room for it from now on (running
+    holds only end), so `earliest` is now, or None past the deadline, as the built profile
+    would answer. Once built, the reservations made so far are added to it in order, as if it
+    had been built first."""
+
+    def __init__(self, capacity: int, now: float, held: Callable[[], int],
+                 build: Callable[[], ReservedGpus]) -> None:
+        self.capacity, self.now = capacity, now
+        self._held_bound, self._build = held, build
+        self._held: int | None = None
+        self._made: list[tuple[float, float, int]] = []
+        self.built: ReservedGpus | None = None
+
+    def _fits_now(self, gpus: int) -> bool:
+        if self.built is not None:
+            return False
+        if self._held is None:
+            self._held = self._held_bound()
+        return self._held + gpus <= self.capacity
+
+    def earliest(self, gpus: int, dur: float, deadline: float, now_only: bool) -> float | None:
+        if self._fits_now(gpus):
+            return self.now if not self.now + dur > deadline else None
+        if self.built is None:
+            self.built = self._build()
+            for r in self._made:
+                self.built.add(*r)
+        return self.built.earliest(gpus, dur, deadline, now_only)
+
+    def add(self, start: float, end: float, gpus: int) -> None:
+        if self.built is not None:
+            self.built.add(start, end, gpus)
+            return
+        assert start <= self.now, "unbuilt: reservations start at now"
+        if self._held is None:
+            self._held = self._held_bound()
+        self._held += gpus
+        self._made.append((start, end, gpus))

@@ -27,7 +27,7 @@ from slurm_rl.core import (
     Progress,
 )
 from slurm_rl.policies import make
-from slurm_rl.policies.gpu_profile import ReservedGpus
+from slurm_rl.policies.gpu_profile import LazyProfile, ReservedGpus
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator
@@ -122,6 +122,37 @@ def test_profile_agrees_with_one_add_at_a_time(
             fast.add(s, s + dur, g)
             slow.add(s, s + dur, g)
             assert (fast.times, fast.used) == (slow.times, slow.used)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 12), st.lists(st.tuples(
+    st.sampled_from((-5.0, 0.0, 10.0, 10.0, 50.0, math.inf)), st.integers(0, 4)), max_size=8),
+    st.integers(0, 6),
+    st.lists(st.tuples(st.integers(1, 8), st.sampled_from((1.0, 30.0, 100.0)),
+                       st.sampled_from((0.5, 20.0, 60.0, 1e9)), st.booleans()), max_size=8))
+def test_lazy_profile_answers_as_the_built_one(
+        base: int, holds: list[tuple[float, int]], slack: int,
+        asks: list[tuple[int, float, float, bool]]) -> None:
+    """LazyProfile with any bound at or above what the profile holds at now (`slack` over it)
+    answers and reserves as the profile built first."""
+    now = 0.0
+    eager = ReservedGpus.of_holds(12, now, base, holds)
+    builds: list[int] = []
+
+    def build() -> ReservedGpus:
+        builds.append(1)
+        return ReservedGpus.of_holds(12, now, base, holds)
+
+    lazy = LazyProfile(12, now, lambda: eager.used[0] + slack, build)
+    for g, dur, deadline, now_only in asks:
+        s = lazy.earliest(g, dur, deadline, now_only)
+        assert s == eager.earliest(g, dur, deadline, now_only)
+        if s is not None:
+            lazy.add(s, s + dur, g)
+            eager.add(s, s + dur, g)
+    assert len(builds) <= 1
+    if lazy.built is not None:
+        assert (lazy.built.times, lazy.built.used) == (eager.times, eager.used)
 
 
 def _elastic(jobs: tuple[trace.TraceJob, ...]) -> tuple[trace.TraceJob, ...]:
