@@ -134,24 +134,30 @@ def pending_in_order(snapshot: ClusterSnapshot) -> list[JobView]:
     return sorted([j for j in snapshot.pending if j.managed], key=_submit_key)  # near-sorted
 
 
-def _free_shape(snapshot: ClusterSnapshot) -> tuple[list[int], int, int, int]:
+def _free_shape(snapshot: ClusterSnapshot) -> tuple[list[int], int, int, int, int, int]:
     """Nodes per free-GPU count (0..SHAPE_MAX), usable nodes, the most free GPUs on one
-    node, and the most GPUs of one node."""
+    node, the most GPUs of one node, and the usable GPUs and free GPUs (snapshot.gpus_total
+    and gpus_free, in the same pass)."""
     shape = [0] * (SHAPE_MAX + 1)
     if snapshot.free_counts is not None:
         counts = snapshot.free_counts
         for k, n in enumerate(counts):
             shape[min(k, SHAPE_MAX)] += n
         most = max((k for k, n in enumerate(counts) if n), default=0)
-        return shape, sum(counts), most, len(counts) - 1
-    usable = most = per_node = 0
+        usable = sum(counts)
+        free = sum(k * n for k, n in enumerate(counts))
+        return shape, usable, most, len(counts) - 1, (len(counts) - 1) * usable, free
+    usable = most = per_node = total = free = 0
     for node in snapshot.nodes:
         if node.state.usable:
             usable += 1
-            shape[min(node.gpus_free, SHAPE_MAX)] += 1
-            most = max(most, node.gpus_free)
+            f = node.gpus_free
+            shape[min(f, SHAPE_MAX)] += 1
+            most = max(most, f)
             per_node = max(per_node, node.gpus_total)
-    return shape, usable, most, per_node
+            total += node.gpus_total
+            free += f
+    return shape, usable, most, per_node, total, free
 
 
 def gittins_column(job: JobView) -> float:
@@ -169,9 +175,7 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
     now, m = snapshot.time, cfg.max_jobs
     pending = pending_in_order(snapshot)
     shown = pending[:m]
-    total = snapshot.gpus_total
-    free = snapshot.gpus_free
-    shape, usable_nodes, max_free, per_node = _free_shape(snapshot)
+    shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
     for i, j in enumerate(shown):
@@ -239,7 +243,7 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
     choice = (None if gpu_choice is None
               else np.asarray(gpu_choice, dtype=np.float64).reshape(-1)[:n])
     by_id = {j.id: j for j in snapshot.pending} if choice is not None else {}
-    total = snapshot.gpus_total
+    total = snapshot.gpus_total if choice is not None else 0
     out: list[JobOrder] = []
     for rank, slot in enumerate(order.tolist()):
         job_id = shown_ids[slot]
