@@ -6,15 +6,23 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
-TORCH_PIN := torch==2.13.0
+# torch (the rl policy, training; setup.cfg's [rl] extra) is installed as the CPU build:
+# TORCH_PIN first from the indexes pip is configured with (a mirror that carries +cpu wheels),
+# else with TORCH_INDEX as an extra index. PyPI alone has only the CUDA build of torch==2.13.0
+# (~19 nvidia-* packages, several GB). `make TORCH_PIN=torch==2.13.0` on a GPU host; an empty
+# TORCH_INDEX skips the second try.
+TORCH_PIN ?= torch==2.13.0+cpu
+TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 export SLURM_CONF := $(or $(SLURM_RL_CLUSTER_DIR),/var/tmp/slurm-rl-cluster)/etc/slurm.conf
 
-.PHONY: demo test install system-deps cluster cluster-down lint typecheck unit clean
+.PHONY: demo test install system-deps cluster cluster-down lint typecheck unit clean test-matrix
 
 demo: install cluster
+	@echo "==> the demo: one workload under each policy (about 4 minutes)"
 	$(VENV)/bin/python -m slurm_rl.demo
 
 test: install cluster lint typecheck
+	@echo "==> pytest (unit, property and integration tests on the test cluster)"
 	$(VENV)/bin/pytest -q
 
 # Debian packages: Slurm (slurmctld, slurmd, client), munge, and Python's venv.
@@ -25,32 +33,47 @@ system-deps:
 	done; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:$$missing"; \
+	  echo "==> Debian packages:$$missing (apt-get, about a minute)"; \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
 
-# The Python package in a virtualenv. torch is pinned to the CPU build first: an unpinned
-# torch would pull a multi-GB CUDA build; setup.cfg then asks only for a range.
+# The Python package in a virtualenv, pip showing its own progress. torch's CPU build first
+# (see TORCH_PIN above); setup.cfg's [rl] extra then asks only for a range.
 $(STAMP): setup.cfg pyproject.toml | system-deps
+	@echo "==> virtualenv $(VENV) and pip"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q $(TORCH_PIN)
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install --upgrade pip
+	@echo "==> $(TORCH_PIN) (CPU build, ~200 MB)"
+	$(PY) -m pip install '$(TORCH_PIN)' || \
+	  { test -n '$(TORCH_INDEX)' && echo "==> not in pip's configured index; trying $(TORCH_INDEX)" && \
+	    $(PY) -m pip install --extra-index-url '$(TORCH_INDEX)' '$(TORCH_PIN)'; }
+	@echo "==> slurm-rl and its dependencies (editable, with [dev,rl])"
+	$(PY) -m pip install -e '.[dev,rl]'
 	touch $(STAMP)
 
 install: system-deps $(STAMP)
 
 cluster: system-deps
+	@echo "==> the test cluster (docker/cluster up: munge, slurmctld, 4 slurmd)"
 	docker/cluster up
 
 cluster-down:
 	docker/cluster down
 
 lint: install
+	@echo "==> ruff"
 	$(VENV)/bin/ruff check slurm_rl submit db tests benchmarks
 
 typecheck: install
+	@echo "==> mypy"
 	$(VENV)/bin/mypy slurm_rl submit db tests benchmarks
+
+# The cluster tests against each Slurm version Debian ships (bookworm 22.05, trixie 24.11,
+# forky 26.05), each on a dockerized cluster of its own; needs a Docker engine. Not part of
+# `make test`: run before a release (docker/README.md). MATRIX="trixie" runs one.
+MATRIX ?= bookworm trixie forky
+test-matrix: install
+	docker/test-matrix $(MATRIX)
 
 clean: cluster-down
 	rm -rf $(VENV) *.egg-info

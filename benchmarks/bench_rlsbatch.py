@@ -2,12 +2,15 @@
 """Whole-process time of `rlsbatch --hold` vs `sbatch --hold` (a benchmark, not a test).
 
     SLURM_CONF=... .venv/bin/python benchmarks/bench_rlsbatch.py [-n 50] [--intent] [--gpus]
+        [--feedback]
 
 Submits N held jobs with each command, alternating the two so that both see the same queue
 length (sbatch slows as the queue grows), after a few uncounted warm-up runs. Every job gets
 one unique name and all of them are cancelled at the end. Prints median / mean / p90 per
 command and the ratio of medians; also the bare start-up time of the interpreter rlsbatch runs
-under, which is most of the difference.
+under, which is most of the difference. With --feedback, also `rlsbatch --hold --rl-deadline +6h
+-t 60` against a database one `slurm-rl daemon --once` cycle has just written (SLURM_RL_DB), and
+what the feedback at submission (submit/feedback.py) adds to the median (target <= 50 ms).
 
 The children run without PYTHONDONTWRITEBYTECODE, so rlsbatch's modules are byte-compiled once
 (as they are after any pip install) instead of on every start.
@@ -57,6 +60,9 @@ def main() -> int:
                     help="also pass --rl-deadline +6h --rl-class critical --rl-steps 1000")
     ap.add_argument("--gpus", action="store_true",
                     help="also pass --rl-gpus 1-4 (adds one sinfo call)")
+    ap.add_argument("--feedback", action="store_true",
+                    help="also time --rl-deadline (the predicted start/finish from the daemon's "
+                         "database) against the same command without it")
     args = ap.parse_args()
 
     rlsbatch = args.rlsbatch or str(Path(sys.executable).with_name("rlsbatch"))
@@ -84,6 +90,20 @@ def main() -> int:
             "python -c pass": [str(Path(rlsbatch).read_text().splitlines()[0][2:].strip()),
                                "-c", "pass"],
         }
+        if args.feedback:
+            db = Path(tmp) / "daemon.db"
+            daemon = subprocess.run(
+                [str(Path(rlsbatch).with_name("slurm-rl")), "daemon", "--once", "--dry-run",
+                 "--db", str(db), "--only-name-prefix", name], capture_output=True, text=True,
+                check=False)
+            if daemon.returncode != 0:
+                raise SystemExit(f"slurm-rl daemon --once failed: {daemon.stderr.strip()}")
+            env["SLURM_RL_DB"] = str(db)
+            times["rlsbatch --hold -t 60"] = []
+            times["... --rl-deadline +6h"] = []
+            base = [rlsbatch, "--hold", *extra, "-J", name, "-o", "/dev/null", "-t", "60"]
+            cmds["rlsbatch --hold -t 60"] = [*base, str(script)]
+            cmds["... --rl-deadline +6h"] = [*base, "--rl-deadline", "+6h", str(script)]
         try:
             for _ in range(args.warmup):
                 for argv in cmds.values():
@@ -108,6 +128,11 @@ def main() -> int:
     print(f"median ratio rlsbatch/sbatch: {rl / sb:.2f}  (target <= 1.5)")
     print(f"rlsbatch - sbatch: {(rl - sb) * 1000:.2f} ms, of which interpreter start-up "
           f"{py * 1000:.2f} ms; {len(ids)} jobs submitted and cancelled")
+    if args.feedback:
+        added = (statistics.median(times["... --rl-deadline +6h"])
+                 - statistics.median(times["rlsbatch --hold -t 60"]))
+        print(f"feedback at submission (--rl-deadline, daemon database) adds {added * 1000:.2f} "
+              "ms to the median (target <= 50 ms)")
     return 0
 
 

@@ -13,8 +13,11 @@ whole-second resolution) and the per-job JCT error. Needs the test cluster (dock
 SLURM_CONF set); --resim runs the simulator again on a saved replay, with parts of the model
 switched off.
 
-    .venv/bin/python benchmarks/sim_to_real.py --policies fifo,deadline --raw docs/sim-to-real.json
-    .venv/bin/python benchmarks/sim_to_real.py --resim docs/sim-to-real.json --no-slurm-timing
+    .venv/bin/python benchmarks/sim_to_real.py --policies fifo,deadline --raw replay-new.json
+    .venv/bin/python benchmarks/sim_to_real.py --resim docs/sim-to-real/replay-4.json \
+        --no-slurm-timing
+
+Prints the table docs/sim-to-real.md shows; --raw and --out never replace a file (--force).
 """
 
 from __future__ import annotations
@@ -513,7 +516,15 @@ def main() -> None:
                     "simulator models on the same real run)")
     ap.add_argument("--out", type=Path, help="write a Markdown report here")
     ap.add_argument("--raw", type=Path, help="write real and simulated times (JSON) here")
+    ap.add_argument("--force", action="store_true",
+                    help="let --raw and --out replace an existing file (the shipped replays)")
     args = ap.parse_args()
+    for name in ("raw", "out"):  # before minutes of replay, and never a shipped file silently
+        target = getattr(args, name)
+        if target is not None and target.exists() and not args.force:
+            ap.error(f"--{name} {target} exists (a saved replay? --force replaces it)")
+        if target is not None and not target.parent.is_dir():
+            ap.error(f"--{name} {target}: folder {target.parent} does not exist")
     model = SimModel(placement=args.placement,
                      conservative=not args.easy, daemon_timing=not args.no_daemon_timing,
                      slurm_timing=not args.no_slurm_timing,
@@ -544,19 +555,18 @@ def main() -> None:
              "sim_start": sim[r.job_id][0], "sim_end": sim[r.job_id][1],
              "sim_nodes": sim[r.job_id][2]}
             for r in real]}
-        print(json.dumps({"policy": policy, **results[policy],
-                          "daemon": asdict(timing) if timing else None,
-                          "slurm": asdict(bf) if bf else None}), flush=True)
     if args.raw:
         args.raw.write_text(json.dumps(raw, indent=1))
+        print(f"wrote {args.raw} (every job's real and simulated times)")
+    lines = ["| policy | jobs | Kendall τ-b (start) | mean JCT error | p90 JCT error "
+             "| same first nodes | mean real JCT |", "|---|---|---|---|---|---|---|"]
+    for p, r in results.items():
+        lines.append(f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
+                     f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
+                     f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
+    print("\n".join(lines), flush=True)
     if args.out:
         cmd = "python benchmarks/sim_to_real.py " + " ".join(sys.argv[1:])
-        lines = ["| policy | jobs | Kendall τ-b (start) | mean JCT error | p90 JCT error "
-                 "| same first nodes | mean real JCT |", "|---|---|---|---|---|---|---|"]
-        for p, r in results.items():
-            lines.append(f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
-                         f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
-                         f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
         args.out.write_text("\n".join(lines) + f"\n\nCommand: `{cmd}`\n")
 
 

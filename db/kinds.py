@@ -37,12 +37,19 @@ class EntryKind(enum.Enum):
 
 class ActionKind(enum.Enum):
     """One `scontrol` change the actuator makes (possibly for many jobs in one call). Only what
-    the actuator really does: it neither resizes nor preempts running jobs (docs/daemon.md)."""
+    the actuator really does: it resizes running elastic jobs (daemon/resize.py) and preempts
+    none (docs/daemon.md)."""
 
     SITE_FACTOR = "site_factor"
     PRIORITY = "priority"
     TRES_PER_NODE = "tres_per_node"
     """A pending job's GPUs per node (`TresPerNode`), with `NumNodes` when that changes too."""
+    RESIZE_SIGNAL = "resize_signal"
+    """A running elastic job is told to checkpoint (`scancel --signal`) before a resize."""
+    REQUEUE_HOLD = "requeue_hold"
+    """A running elastic job is requeued held (`scontrol requeuehold`) to be resized."""
+    RESIZE_RELEASE = "resize_release"
+    """The requeued job gets its new GPU count and is released (daemon/resize.py)."""
 
 
 class ActionStatus(enum.Enum):

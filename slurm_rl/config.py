@@ -147,11 +147,73 @@ class AgentConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class MetricsConfig:
+    address: str = ""
+    """HOST:PORT on which the daemon serves Prometheus metrics at /metrics ("" : off, the
+    default). e.g. "127.0.0.1:9464"; "[::1]:9464" for IPv6."""
+
+    def __post_init__(self) -> None:
+        if self.address:
+            try:
+                split_address(self.address)
+            except ValueError as exc:
+                raise ConfigError(f"metrics.address: {exc}") from None
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """"HOST:PORT" or "[V6]:PORT" → (host, port); ValueError saying what is wrong."""
+    host, sep, port_text = address.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or any(c.isspace() for c in host):
+        raise ValueError(f"{address!r} is not HOST:PORT (e.g. 127.0.0.1:9464)")
+    if not (port_text.isascii() and port_text.isdigit() and 0 <= int(port_text) <= 65535):
+        raise ValueError(f"{address!r}: the port must be a number 0..65535")
+    return host, int(port_text)
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResizeConfig:
+    """Live resizes of running elastic jobs (daemon/resize.py, docs/daemon.md)."""
+
+    enabled: bool = True
+    """Apply a policy's resizes of running `--rl-elastic` jobs (false: record them only)."""
+    max_per_hour: int = 2
+    """The most restarts by resize one job gets in an hour (0..60; 0: never resize)."""
+    grace_s: float = 60.0
+    """Seconds between the checkpoint signal and the requeue (0..3600; 0: no signal)."""
+    signal: str = "USR1"
+    """The checkpoint signal, sent to the batch shell and every step: "USR1" or "USR2"."""
+    restart_cost_s: float = 30.0
+    """What a restart costs a job, in seconds of run time: a grow must save more than this,
+    a job that finishes sooner is not shrunk (0..86400). The simulator's restart delay: Slurm's
+    part measured ~1.1 s on the test cluster, the rest is the job's reload (docs/simulator.md)."""
+    wait_pending_s: float = 15.0
+    """How long one cycle waits for a requeued job to be PENDING (1..120); a job still not
+    requeued then is released by a later cycle."""
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.max_per_hour <= 60:
+            raise ConfigError(f"resize.max_per_hour: must be 0..60 (got {self.max_per_hour})")
+        for key, value, low, high in (("grace_s", self.grace_s, 0.0, 3600.0),
+                                      ("restart_cost_s", self.restart_cost_s, 0.0, 86400.0),
+                                      ("wait_pending_s", self.wait_pending_s, 1.0, 120.0)):
+            if not (math.isfinite(value) and low <= value <= high):
+                raise ConfigError(f"resize.{key}: must be between {low:g} and {high:g} "
+                                  f"(got {value:g})")
+        if self.signal not in ("USR1", "USR2"):
+            raise ConfigError(f"resize.signal: unknown value {self.signal!r} (valid: 'USR1', "
+                              "'USR2')")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
     agent: AgentConfig = field(default_factory=AgentConfig)
     trust: TrustConfig = field(default_factory=TrustConfig)
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    resize: ResizeConfig = field(default_factory=ResizeConfig)
     source: Path | None = None
     """The file this was read from (None: defaults only). Not a section."""
 

@@ -1,12 +1,20 @@
-"""`make demo`: a small mixed workload on the test cluster, under `fifo` and under `deadline`.
+"""`make demo`: a small mixed workload on the test cluster, under `fifo`, `deadline` and `rl`.
 
-The workload (short `sleep` jobs, all submitted with rlsbatch, about 100 s per policy):
-  4 "train" jobs, 4 GPUs each, 40 s, no deadline — they fill the 16 GPUs;
-  6 "sweep" jobs, 4 GPUs each, 30 s, no deadline — they queue behind;
-  4 "urgent" jobs, 2 GPUs each, 20 s, submitted last with a deadline 75 s out.
+The workload (short `sleep` jobs, all submitted with rlsbatch, about 70 s per policy):
+  4 "train" jobs, 4 GPUs each, 28 s, no deadline — they fill the 16 GPUs;
+  6 "sweep" jobs, 4 GPUs each, 20 s, no deadline — they queue behind;
+  4 "urgent" jobs, 2 GPUs each, 14 s, submitted last with a deadline 52 s out.
 Under FIFO the urgent jobs wait for the sweep and miss; the deadline policy should move them to
-the front. The same workload runs once per policy with the daemon running beside it; the end is a
-side-by-side table read from Slurm's own start and end times.
+the front. `rl` is the learned policy with its shipped checkpoint (docs/rl.md): it orders for
+average completion time and reads no deadline weight, so whatever it does with the urgent jobs
+comes from what it learned about small and waiting jobs. The same workload runs once per policy
+with the daemon running beside it; the end is a side-by-side table read from Slurm's own start
+and end times. `python -m slurm_rl.demo POLICY...` runs only the policies named.
+
+Each policy's daemon database and log go to a temporary folder that is deleted at the end;
+`DEMO_KEEP=1 make demo` keeps them (to try `slurm-rl explain` / `status --db` on them). The demo
+ends by printing the two lines that put `rlsbatch`, `slurm-rl` and the test cluster's SLURM_CONF
+into your shell (README.md, Quick look).
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from slurm_rl.slurm.parse import parse_time
 
 console = Console()
 PREFIX = "demo-"
-POLICIES = ("fifo", "deadline")
+POLICIES = ("fifo", "deadline", "rl")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,9 +48,9 @@ class DemoJob:
 
 
 WORKLOAD = (
-    *(DemoJob(name=f"train{i}", gpus=4, seconds=40) for i in range(4)),
-    *(DemoJob(name=f"sweep{i}", gpus=4, seconds=30) for i in range(6)),
-    *(DemoJob(name=f"urgent{i}", gpus=2, seconds=20, deadline_in_s=75) for i in range(4)),
+    *(DemoJob(name=f"train{i}", gpus=4, seconds=28) for i in range(4)),
+    *(DemoJob(name=f"sweep{i}", gpus=4, seconds=20) for i in range(6)),
+    *(DemoJob(name=f"urgent{i}", gpus=2, seconds=14, deadline_in_s=52) for i in range(4)),
 )
 
 
@@ -128,7 +136,9 @@ def run_policy(policy: str) -> list[Outcome]:
         stdout=log, stderr=subprocess.STDOUT, env=os.environ.copy(),
     )
     console.rule(f"[bold]policy: {policy}")
-    console.print(f"daemon pid {daemon.pid}, database {db}, log {workdir / 'daemon.log'}")
+    kept = "kept: DEMO_KEEP is set" if _keep() else "deleted at the end unless DEMO_KEEP=1"
+    console.print(f"daemon pid {daemon.pid}, database {db}, log {workdir / 'daemon.log'} "
+                  f"({kept})")
     outcomes: list[tuple[DemoJob, str, float, float | None]] = []
     try:
         for job in WORKLOAD:
@@ -166,9 +176,24 @@ def run_policy(policy: str) -> list[Outcome]:
                 start=rows[jid][1], end=rows[jid][2])
         for job, jid, sub, dl in outcomes
     ]
-    if os.environ.get("DEMO_KEEP") is None:
+    if not _keep():
         shutil.rmtree(workdir, ignore_errors=True)
     return result
+
+
+def _keep() -> bool:
+    return os.environ.get("DEMO_KEEP", "") not in ("", "0")
+
+
+NEXT_STEPS = ("source .venv/bin/activate", 'eval "$(docker/cluster env)"')
+"""What `make demo` ends with: paste these, then README.md's Quick look works as written."""
+
+
+def print_next_steps() -> None:
+    print("\nNext: paste these two lines into your shell, then try README.md's Quick look:")
+    for line in NEXT_STEPS:
+        print(f"    {line}")
+    sys.stdout.flush()
 
 
 def _fmt(t: float | None, t0: float) -> str:
@@ -180,20 +205,19 @@ def print_summary(results: dict[str, list[Outcome]]) -> None:
     table.add_column("job")
     table.add_column("GPUs", justify="right")
     table.add_column("deadline", justify="right")
-    for policy in results:
-        table.add_column(f"{policy}: finish", justify="right")
-        table.add_column(f"{policy}: met?", justify="center")
+    for policy in results:  # one column per policy: finish time, and for deadlines met/missed
+        table.add_column(policy, justify="right")
     by_policy = {p: {o.job.name: o for o in outs} for p, outs in results.items()}
     first = next(iter(results.values()))
     t0s = {p: min(o.submit for o in outs) for p, outs in results.items()}
     for o in first:
         row = [o.job.name, str(o.job.gpus),
-               "-" if o.deadline is None else _fmt(o.deadline, t0s[POLICIES[0]])]
+               "-" if o.deadline is None else _fmt(o.deadline, t0s[next(iter(results))])]
         for p in results:
             x = by_policy[p][o.job.name]
             met = x.met
-            row += [_fmt(x.end, t0s[p]),
-                    "" if met is None else ("[green]met" if met else "[red]missed")]
+            mark = "" if met is None else (" [green]met" if met else " [red]missed")
+            row.append(_fmt(x.end, t0s[p]) + mark)
         table.add_row(*row)
     console.print(table)
     for p, outs in results.items():
@@ -209,10 +233,23 @@ def main() -> None:
     if shutil.which("squeue") is None or not os.environ.get("SLURM_CONF"):
         raise SystemExit("demo: start the test cluster first (make demo does): "
                          "docker/cluster up && eval \"$(docker/cluster env)\"")
+    from slurm_rl.slurm.conf import slurm_conf_problem
+
+    problem = slurm_conf_problem()
+    if problem is not None:
+        raise SystemExit(f"demo: {problem}")
+    chosen = tuple(sys.argv[1:]) or POLICIES
+    from slurm_rl import policies
+
+    unknown = [p for p in chosen if p not in policies.names()]
+    if unknown:
+        raise SystemExit(f"demo: unknown policies {', '.join(unknown)} "
+                         f"(valid: {', '.join(policies.names())})")
     _cancel_leftovers()
-    results = {policy: run_policy(policy) for policy in POLICIES}
+    results = {policy: run_policy(policy) for policy in chosen}
     console.rule("[bold]summary")
     print_summary(results)
+    print_next_steps()
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import socket
 import threading
 import time
@@ -21,6 +22,7 @@ from typing import Any, Protocol
 
 import click
 
+from slurm_rl.config import SECONDS_RANGE
 from slurm_rl.core import GpuSample
 from slurm_rl.gpu_extra import encode_samples
 from slurm_rl.slurm.runner import CommandResult, Runner, SubprocessRunner, check
@@ -154,10 +156,20 @@ def run_agent(*, node: str, interval_s: float, once: bool, stop: threading.Event
     return 0
 
 
+def _interval_seconds(_ctx: click.Context, param: click.Parameter, value: float | None
+                      ) -> float | None:
+    # The same rule as [agent] interval_s in the config file (a usage error, exit 2).
+    low, high = SECONDS_RANGE
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"must be between {low:g} and {high:g} seconds (got {value})",
+                                 param=param)
+    return value
+
+
 @click.command("agent")
 @click.option("--once", is_flag=True, help="Sample and write once, then exit.")
-@click.option("--interval", "interval_s", type=float,
-              help="Seconds between samples (default: [agent] interval_s).")
+@click.option("--interval", "interval_s", type=float, callback=_interval_seconds,
+              help="Seconds between samples, 0.1 to 86400 (default: [agent] interval_s).")
 @click.option("--node", default=None, help="Slurm node name (default: the short hostname).")
 @click.option("--print", "echo", is_flag=True,
               help="Print the Extra JSON instead of writing it to Slurm.")
@@ -177,6 +189,10 @@ def agent(once: bool, interval_s: float | None, node: str | None, echo: bool,
         config = load_config(config_file)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    from slurm_rl.slurm.conf import slurm_conf_problem
+
+    if not echo and (problem := slurm_conf_problem()) is not None:
+        raise click.ClickException(problem)  # scontrol would retry for a minute
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())

@@ -349,7 +349,26 @@ class JobIdType(click.ParamType):
         return text
 
 
-@click.command("progress")
+class OneLineErrors(click.Command):
+    """Usage errors as one line (`Error: …`), without click's usage and help hint: a report
+    from inside a training job's log should be a single, greppable line."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:
+            exc.ctx = None
+            raise
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.ctx = None
+            raise
+
+
+@click.command("progress", cls=OneLineErrors)
 @click.argument("steps", type=WholeNumber(0))
 @click.option("--total", type=WholeNumber(1), default=None, help="Total steps.")
 @click.option("--rate", type=FiniteNumber(), default=None,

@@ -34,11 +34,13 @@ class Submission:
     """The sbatch call rlsbatch will make: exec `argv` (feeding `stdin` if set), or only show
     it (--rl-dry-run). Not a dataclass: rlsbatch imports nothing it can avoid (start-up)."""
 
-    __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name")
+    __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name",
+                 "force", "gpus", "time_limit")
 
     def __init__(self, argv: list[str], *, stdin: bytes | None = None,
                  intent: IntentValues | None = None, comment: str | None = None,
-                 dry_run: bool = False, show_help: bool = False, script_name: str = "") -> None:
+                 dry_run: bool = False, show_help: bool = False, script_name: str = "",
+                 force: bool = False, gpus: int = 0, time_limit: str | None = None) -> None:
         self.argv = argv
         self.stdin = stdin
         self.intent = intent
@@ -47,6 +49,12 @@ class Submission:
         self.dry_run = dry_run
         self.show_help = show_help
         self.script_name = script_name
+        self.force = force
+        """--rl-force: submit even if a hard deadline looks infeasible (feedback.py)."""
+        self.gpus = gpus
+        """The GPUs the job starts with (only worked out for a job with a deadline)."""
+        self.time_limit = time_limit
+        """Its -t/--time value, if any (same)."""
 
 
 def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
@@ -56,9 +64,10 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
     scan = scan_command_line(args)
     names = {o.name for o in scan.rl}
     dry_run = bool(names & {"rl-dry-run", "dry-run"})
+    force = bool(names & {"rl-force", "force"})
     if "rl-help" in names:
         return Submission([], show_help=True)
-    rl_given = bool(names - {"rl-dry-run", "dry-run"})
+    rl_given = bool(names - {"rl-dry-run", "dry-run", "rl-force", "force"})
     sb_names = {o.name for o in scan.sbatch}
     if scan.error is not None or sb_names & {"help", "usage", "version"}:
         # sbatch prints its complaint (or its help) and exits before reading any script.
@@ -96,8 +105,16 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
     except CommentError as exc:
         raise UsageError(str(exc)) from None
     argv = [SBATCH, *scan.kept, *added, f"--comment={comment}", *scan.rest]
+    gpus, limit = 0, None
+    if intent.deadline is not None:  # for the feedback at submission (feedback.py)
+        from slurm_rl.submit.feedback import start_gpus
+        from slurm_rl.submit.gpus import effective
+
+        gpus = start_gpus(scan.sbatch, env, directives.sbatch.sbatch, added)
+        said = effective("time", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_TIMELIMIT")
+        limit = said.value if said else None
     return Submission(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
-                script_name=script_name)
+                      script_name=script_name, force=force, gpus=gpus, time_limit=limit)
 
 
 def _read_script(scan: Scan, read_stdin: Callable[[], bytes]
@@ -202,6 +219,23 @@ def _print_submission(sub: Submission) -> None:
         print(f"deadline: {when} (epoch {int(sub.intent.deadline)})")
 
 
+def _feedback(sub: Submission) -> str | None:
+    """Print the predicted start/finish (stderr: stdout is sbatch's); the refusal, if any."""
+    import time
+
+    from slurm_rl.submit.feedback import assess, parse_time_limit
+
+    intent = sub.intent
+    assert intent is not None and intent.deadline is not None
+    lines, refusal = assess(
+        deadline=intent.deadline, hard=intent.hard, gpus=sub.gpus,
+        time_limit_s=parse_time_limit(sub.time_limit), total_steps=intent.total_steps,
+        model=intent.model, batch_size=intent.batch_size, now=time.time(), force=sub.force)
+    for line in lines:
+        sys.stderr.write(line + "\n")
+    return refusal
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     try:
@@ -212,6 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     if not sub.argv:
         sys.stdout.write(HELP)
         return 0
+    if sub.intent is not None and sub.intent.deadline is not None:
+        refusal = _feedback(sub)
+        if refusal:
+            sys.stderr.write(f"rlsbatch: error: {refusal}\n")
+            return 2
     if sub.dry_run:
         _print_submission(sub)
         return 0

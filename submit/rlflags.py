@@ -2,7 +2,8 @@
 
 Every flag starts with `--rl-` (sbatch 22.05 has no option starting with "rl", so no sbatch
 option or abbreviation of one can be mistaken for ours, and ours are matched exactly, never by
-prefix). `--dry-run` is accepted as a synonym of `--rl-dry-run` (sbatch has no --dry-run).
+prefix). `--dry-run` and `--force` are accepted as synonyms of `--rl-dry-run` and `--rl-force`
+(sbatch has neither).
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ RL_FLAGS: dict[str, bool] = {
     "rl-deadline": True, "rl-hard": False, "rl-soft": False, "rl-class": True,
     "rl-gpus": True, "rl-elastic": False, "rl-steps": True, "rl-model": True,
     "rl-batch-size": True, "rl-dry-run": False, "dry-run": False, "rl-help": False,
+    "rl-force": False, "force": False,
 }
 """Flag name (without the leading --) -> whether it takes a value."""
 
-CMDLINE_ONLY = frozenset({"rl-dry-run", "dry-run", "rl-help"})
+CMDLINE_ONLY = frozenset({"rl-dry-run", "dry-run", "rl-help", "rl-force", "force"})
 """Flags that make no sense inside a job script (#RLSBATCH)."""
 
 HELP = """\
@@ -48,6 +50,9 @@ rlsbatch options (everything else is sbatch's; see sbatch --help):
   --rl-steps=N         total training steps (for progress-based time prediction)
   --rl-model=NAME      model name (letters, digits, '_', '.', '-'; at most 40)
   --rl-batch-size=N    global batch size
+  --rl-force, --force  submit even if the hard deadline looks infeasible (rlsbatch prints the
+                       predicted start and finish of a job with --rl-deadline, from the
+                       slurm-rl daemon's latest view, and refuses an infeasible hard one)
   --rl-dry-run, --dry-run
                        print the sbatch command and the intent; submit nothing
   --rl-help            show this help
@@ -204,7 +209,7 @@ def apply_flag(values: IntentValues, name: str, value: str | None, now: float) -
                 f"--rl-model: {brief(text)!r}: use 1-40 letters, digits, '_', '.' or '-'"
             )
         values.model = text
-    else:  # dry-run and help are handled by the caller
+    else:  # dry-run, force and help are handled by the caller
         raise AssertionError(name)
 
 

@@ -14,10 +14,18 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "docker" / "cluster"
 STATE_DIR = Path(os.environ.get("SLURM_RL_CLUSTER_DIR", "/var/tmp/slurm-rl-cluster"))
+# Which launcher the fixture starts: native (default: daemons on this host) or docker (the same
+# cluster in containers, docker/cluster_docker.py; its own SLURM_RL_CLUSTER_DIR, default
+# /var/tmp/slurm-rl-docker).
+ENGINE = os.environ.get("SLURM_RL_ENGINE", "native")
+
+
+def _cluster(*args: str) -> list[str]:
+    return [str(CLUSTER), "--engine", ENGINE, *args]
 
 
 def _cluster_env() -> dict[str, str]:
-    out = subprocess.run([str(CLUSTER), "env"], capture_output=True, text=True, check=True)
+    out = subprocess.run(_cluster("env"), capture_output=True, text=True, check=True)
     env: dict[str, str] = {}
     for line in out.stdout.splitlines():
         line = line.strip()
@@ -39,14 +47,14 @@ def slurm_cluster() -> Iterator[dict[str, str]]:
     # A cluster that is merely busy (a test restarting slurmctld) gets a few seconds before
     # `up` would replace it with a fresh, empty one.
     for _ in range(5):
-        status = subprocess.run([str(CLUSTER), "status"], capture_output=True, text=True)
+        status = subprocess.run(_cluster("status"), capture_output=True, text=True)
         if status.returncode == 0:
             break
         time.sleep(2)
     if status.returncode != 0:
-        up = subprocess.run([str(CLUSTER), "up"], capture_output=True, text=True)
+        up = subprocess.run(_cluster("up"), capture_output=True, text=True)
         if up.returncode != 0:
-            pytest.fail(f"docker/cluster up failed:\n{up.stdout}\n{up.stderr}")
+            pytest.fail(f"docker/cluster --engine {ENGINE} up failed:\n{up.stdout}\n{up.stderr}")
     env = _cluster_env()
     old = {k: os.environ.get(k) for k in env}
     os.environ.update(env)

@@ -17,6 +17,7 @@ from slurm_rl.config import (
     ConfigError,
     DaemonConfig,
     DatabaseConfig,
+    MetricsConfig,
     Scope,
     load_config,
     parse_config,
@@ -58,7 +59,7 @@ def test_the_example_documents_every_key_with_its_default() -> None:
     cfg = load_config(EXAMPLE)
     assert dataclasses.replace(cfg, source=None) == Config()
     text = EXAMPLE.read_text()
-    for section in (DatabaseConfig, DaemonConfig, AgentConfig):
+    for section in (DatabaseConfig, DaemonConfig, AgentConfig, MetricsConfig):
         for f in dataclasses.fields(section):
             assert f"\n{f.name} = " in text, f"{f.name} missing from the example"
 
@@ -107,7 +108,8 @@ def test_an_unknown_key_is_named_with_the_valid_ones() -> None:
 
 def test_an_unknown_section_is_named_with_the_valid_ones() -> None:
     message = error("[deamon]\ninterval_s = 3\n")
-    assert message == "unknown section [deamon] (valid sections: agent, daemon, database, trust)"
+    assert message == ("unknown section [deamon] (valid sections: agent, daemon, database, "
+                       "metrics, resize, trust)")
 
 
 def test_a_key_outside_any_section_is_refused() -> None:
@@ -208,3 +210,13 @@ def test_config_and_core_do_not_import_sqlalchemy() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env={"SLURM_RL_CONFIG": str(EXAMPLE), "PATH": "/usr/bin:/bin"})
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize("address", ["9464", ":9464", "host:port", "h:70000", "h: 1", "a b:1"])
+def test_a_bad_metrics_address_names_the_key(address: str) -> None:
+    assert error(f'[metrics]\naddress = "{address}"\n').startswith("metrics.address: ")
+
+
+def test_metrics_addresses_v4_and_v6() -> None:
+    assert parse_config('[metrics]\naddress = "[::1]:9464"\n').metrics.address == "[::1]:9464"
+    assert parse_config("").metrics.address == ""

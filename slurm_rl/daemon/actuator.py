@@ -22,7 +22,7 @@ from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
 from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
 
-_SAFE_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?")
+SAFE_ID = re.compile(r"[0-9]{1,12}(?:_[0-9]{1,9})?")
 """The only job ids that go into an scontrol line (fed on stdin: one line per command)."""
 
 MAX_IDS_PER_COMMAND = 1000
@@ -32,8 +32,9 @@ NOT_APPLIED: Mapping[EntryKind, str] = {
     EntryKind.RESIZE: "not applied: the daemon does not resize running jobs",
     EntryKind.PREEMPT: "not applied: the daemon does not preempt running jobs",
 }
-"""Why a Decision's resizes and preemptions stay on paper: the daemon applies the order of
-pending jobs and their GPU counts only (docs/daemon.md). Shown as skip reasons, in the cycle's
+"""Why a Decision's resizes and preemptions stay on paper: the actuator applies the order of
+pending jobs and their GPU counts; resizes of running elastic jobs go through daemon/resize.py
+(not in dry runs), and nothing preempts (docs/daemon.md). Shown as skip reasons, in the cycle's
 notes and by `slurm-rl explain`."""
 
 
@@ -175,6 +176,7 @@ def plan_changes(
     max_ids: int = MAX_IDS_PER_COMMAND,
     limits: Mapping[str, PartitionLimits] | None = None,
     assoc: AssocLimits | None = None,
+    resizes_applied: bool = False,
 ) -> ChangePlan:
     """The fewest changes that make Slurm reflect `decision`.
 
@@ -182,7 +184,8 @@ def plan_changes(
     that finished DONE; 22.05 shows SiteFactor nowhere for held or not-yet-eligible jobs). In
     strict mode the job's priority comes from the snapshot. Only managed pending jobs are
     touched; everything else in the decision is listed in `skipped` with the reason (resizes
-    and preemptions always: `NOT_APPLIED`). Jobs in
+    and preemptions always: `NOT_APPLIED`; resizes not when `resizes_applied`, since
+    daemon/resize.py applies them). Jobs in
     `gpus_per_job` asked for GPUs per job (--gpus): their GPU count is left alone, since
     TresPerNode would add a second, conflicting request.
 
@@ -240,7 +243,7 @@ def plan_changes(
                                     f"evenly over nodes of {cap} GPUs"))
             else:
                 by_gpus[fields].append(job.id)
-    for resize in decision.resizes:
+    for resize in () if resizes_applied else decision.resizes:
         skipped.append(Skip(job_id=resize.job_id, why=NOT_APPLIED[EntryKind.RESIZE],
                             entry=EntryKind.RESIZE))
     for pre in decision.preemptions:
@@ -268,7 +271,7 @@ def _not_actionable(job: JobView | None) -> str:
         return f"{job.state.value.lower()}, not pending"
     if "_[" in job.id:
         return "pending array remainder: Slurm updates it as a whole"
-    if not _SAFE_ID.fullmatch(job.id):
+    if not SAFE_ID.fullmatch(job.id):
         return "job id is not a plain Slurm job id: never put on an scontrol line"
     return ""
 

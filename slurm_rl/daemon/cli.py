@@ -1,4 +1,4 @@
-"""`slurm-rl daemon`: run the scheduling loop (see loop.py); `slurm-rl explain JOBID`."""
+"""`slurm-rl daemon`: run the scheduling loop (see loop.py). `explain` is in explain.py."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import os
 import signal
 import sys
 import threading
-import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -21,6 +21,7 @@ from slurm_rl.core import Policy
 from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
+from slurm_rl.slurm.conf import slurm_conf_problem
 from slurm_rl.slurm.parse import SqueueRecord
 
 if TYPE_CHECKING:
@@ -94,9 +95,12 @@ class DatabaseLocked(DatabaseUnusable):
     exit_code = EXIT_LOCKED
 
 
-def open_database(path: Path, *, debug: bool = False
+def open_database(path: Path, *, debug: bool = False, create: bool = True
                   ) -> tuple[Engine, sessionmaker[Session], DatabaseLock]:
     """Lock the database for this daemon, create it if it is empty, and record the holder.
+
+    With `create` false (no --db and no config file named the path) a missing database is an
+    error too: nothing is created where nobody asked for it.
 
     Refuses (DatabaseUnusable, one line; with `debug` the original exception propagates): a
     missing folder (never created), a file that is not SQLite or not slurm-rl's (never
@@ -106,6 +110,9 @@ def open_database(path: Path, *, debug: bool = False
     from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
     from slurm_rl.db.lock import DatabaseLock, LockHeld, record_holder
 
+    if not create and not path.exists():
+        raise DatabaseUnusable(f"no database at {path} (the default): name one with --db FILE "
+                               "or [database] path in --config (it is created there)")
     try:
         inspect_file(path, write=True)  # before the lock file is created beside it
         lock = DatabaseLock.acquire(path)
@@ -203,6 +210,47 @@ def _live_policy(name: str, options: dict[str, Any]) -> Policy:
     return made
 
 
+@dataclass(frozen=True, kw_only=True)
+class PolicySpec:
+    """The policy a config and the command line ask for; equal specs build equal policies."""
+
+    name: str
+    options: tuple[tuple[str, Any], ...]
+    fallback: str
+
+    def build(self) -> GuardedPolicy:
+        from slurm_rl import policies
+
+        try:
+            fallback = policies.make(self.fallback)
+        except (ValueError, TypeError) as exc:
+            raise click.ClickException(f"fallback policy {self.fallback!r}: {exc}") from None
+        opts = dict(self.options)
+        return GuardedPolicy(self.name, lambda: _live_policy(self.name, opts), fallback)
+
+
+def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> PolicySpec:
+    """The policy to run: --policy/--policy-option over [daemon]; names checked, oracles
+    refused (PolicyRefused), bad options a usage error."""
+    from slurm_rl import policies
+
+    dc = config.daemon
+    chosen = name or dc.policy
+    try:
+        opts = parse_policy_options(options or dc.policy_options)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--policy-option'") from None
+    for which, pname in (("policy", chosen), ("fallback policy", dc.fallback_policy)):
+        if pname not in policies.names():
+            raise click.ClickException(f"unknown {which} {pname!r} (valid: "
+                                       f"{', '.join(policies.names())})")
+        if pname in policies.ORACLES:
+            raise PolicyRefused(f"policy {pname!r} reads true job durations, which only the "
+                                "simulator knows: it can not run on a live cluster")
+    return PolicySpec(name=chosen, options=tuple(sorted(opts.items())),
+                      fallback=dc.fallback_policy)
+
+
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
 @click.option("--interval", "interval_s", type=float, callback=_positive_seconds,
@@ -229,9 +277,10 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
            actuation: str | None, config_file: Path | None, db_path: Path | None,
            only_name_prefix: str | None, verbose: bool, debug: bool) -> None:
     """Watch Slurm, decide the order and GPU counts of pending jobs, apply them."""
-    from slurm_rl import policies
     from slurm_rl.daemon.actuator import ScontrolExecutor
     from slurm_rl.daemon.loop import FAILPOINT_ENV, FAILPOINTS, Backoff, Daemon, DaemonOptions
+    from slurm_rl.daemon.notify import Notifier
+    from slurm_rl.daemon.service import ConfigReloader, LoopHooks
     from slurm_rl.slurm.adapter import SlurmAdapter
     from slurm_rl.slurm.runner import SubprocessRunner
 
@@ -240,41 +289,48 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
         config = load_config(config_file)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
+    conf_problem = slurm_conf_problem()  # before the first squeue, which would retry for ~60 s
+    if conf_problem is not None:
+        raise click.ClickException(conf_problem)
     dc = config.daemon
-    name = policy or dc.policy
-    try:
-        opts = parse_policy_options(policy_option or dc.policy_options)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--policy-option'") from None
-    for which, pname in (("policy", name), ("fallback policy", dc.fallback_policy)):
-        if pname not in policies.names():
-            raise click.ClickException(f"unknown {which} {pname!r} (valid: "
-                                       f"{', '.join(policies.names())})")
-        if pname in policies.ORACLES:
-            raise PolicyRefused(f"policy {pname!r} reads true job durations, which only the "
-                                "simulator knows: it can not run on a live cluster")
-    try:
-        fallback = policies.make(dc.fallback_policy)
-    except (ValueError, TypeError) as exc:
-        raise click.ClickException(f"fallback policy {dc.fallback_policy!r}: {exc}") from None
-    chosen = GuardedPolicy(name, lambda: _live_policy(name, opts), fallback)
     failpoint = os.environ.get(FAILPOINT_ENV) or None
     if failpoint is not None and failpoint not in FAILPOINTS:
         raise click.ClickException(f"{FAILPOINT_ENV}={failpoint!r} (valid: {FAILPOINTS})")
-    options = DaemonOptions(
-        dry_run=dc.dry_run if dry_run is None else dry_run,
-        actuation=Actuation(actuation) if actuation else dc.actuation,
-        failpoint=failpoint,
-        retention_days=config.database.retention_days,
-        prune_batch=config.database.prune_batch,
-        grants=Grants.from_config(config.trust),
-    )
+
+    def spec(cfg: Config) -> PolicySpec:
+        return policy_spec(cfg, policy, policy_option)
+
+    def options_of(cfg: Config) -> DaemonOptions:
+        return DaemonOptions(
+            dry_run=cfg.daemon.dry_run if dry_run is None else dry_run,
+            actuation=Actuation(actuation) if actuation else cfg.daemon.actuation,
+            failpoint=failpoint, retention_days=cfg.database.retention_days,
+            prune_batch=cfg.database.prune_batch, grants=Grants.from_config(cfg.trust),
+            resize=cfg.resize)
+
+    chosen = spec(config).build()
+    options = options_of(config)
+    metrics = None
+    if config.metrics.address:
+        from slurm_rl.daemon.metrics import DaemonMetrics, MetricsError
+
+        metrics = DaemonMetrics()
+        try:
+            host, port = metrics.serve(config.metrics.address)
+        except MetricsError as exc:
+            raise click.ClickException(str(exc)) from None
+        log.info("metrics at http://%s:%d/metrics", host, port)
+    hooks = LoopHooks(notifier=Notifier(), metrics=metrics, reloader=ConfigReloader(
+        load=lambda: load_config(config_file), running=config, policy_key=spec,
+        build_policy=lambda cfg: spec(cfg).build(), build_options=options_of))
     path = db_path or config.database.path
-    engine, sessions, lock = open_database(path, debug=debug)
+    engine, sessions, lock = open_database(
+        path, debug=debug, create=db_path is not None or config.source is not None)
     runner = SubprocessRunner()
     the_daemon = Daemon(
         adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),
         executor=ScontrolExecutor(runner), sessions=sessions, policy=chosen, options=options,
+        hooks=hooks,
     )
     stop = threading.Event()
 
@@ -283,7 +339,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
         stop.set()
 
     def on_hup(_signum: int, _frame: FrameType | None) -> None:
-        log.info("SIGHUP: reloading the policy before the next cycle")
+        log.info("SIGHUP: reloading the policy and the configuration before the next cycle")
         the_daemon.reload_requested.set()
 
     signal.signal(signal.SIGTERM, on_signal)
@@ -302,73 +358,6 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
                                               factor=dc.backoff_factor))
     finally:
         close_database(engine, sessions, lock)
+        if metrics is not None:
+            metrics.close()
     sys.exit(code)
-
-
-@click.command("explain")
-@click.argument("job_id")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path))
-def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None:
-    """Why JOB_ID is where it is: the latest decision for it and every action taken."""
-    from slurm_rl.daemon.actuator import NOT_APPLIED
-    from slurm_rl.daemon.store import explain_job
-    from slurm_rl.db.engine import make_engine, make_session_factory
-    from slurm_rl.db.kinds import EntryKind
-
-    try:
-        path = db_path or load_config(config_file).database.path
-    except ConfigError as exc:
-        raise click.ClickException(str(exc)) from None
-    from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
-
-    try:
-        status = inspect_file(path, write=False)
-    except DatabaseError as exc:
-        raise click.ClickException(str(exc)) from None
-    if status.kind is not FileKind.OURS:
-        raise click.ClickException(f"no database at {path}")
-    engine = make_engine(path)
-    try:
-        with make_session_factory(engine)() as session:
-            info = explain_job(session, job_id)
-    except Exception as exc:
-        raise click.ClickException(describe_error(path, exc)) from None
-    finally:
-        engine.dispose()
-    if info.job is None and info.entry is None and not info.actions:
-        raise click.ClickException(f"job {job_id}: not in {path} (never seen by the daemon)")
-    if info.job is not None:
-        j = info.job
-        deadline = f", deadline {_ts(j.deadline)}{' (hard)' if j.hard else ''}" \
-            if j.deadline else ""
-        scope = "managed" if j.managed else "not managed (outside the daemon's scope)"
-        click.echo(f"job {j.job_id} ({j.name}, {j.user}): {j.state.value}, {j.gpus} GPUs on "
-                   f"{j.nodes} node(s), {scope}{deadline}")
-    if info.entry is None:
-        click.echo("decision: none recorded")
-    else:
-        e = info.entry
-        gpus = f", {e.gpus} GPUs" if e.gpus is not None else ""
-        dry = " [dry run]" if e.dry_run else ""
-        if e.kind is EntryKind.ORDER:
-            what = f"rank {e.rank}{gpus}"
-        else:  # a resize or preemption of a running job: recorded, never applied
-            what = f"{e.kind.value}{gpus} ({NOT_APPLIED[e.kind]})"
-        click.echo(f"decision at {_ts(e.at)} by {e.policy}{dry} (cycle {e.cycle_id}): "
-                   f"{what}\n  reason: {e.reason}")
-    if not info.actions:
-        click.echo("actions: none")
-    for a in info.actions:
-        code = "" if a.exit_code is None else f" exit {a.exit_code}"
-        click.echo(f"action {a.id} {_ts(a.started_at)} {a.status.value}{code}: {a.command}")
-        for line in a.output.splitlines()[:5]:
-            click.echo(f"    {line}")
-    for ev in info.events:
-        click.echo(f"event {_ts(ev.at)} {ev.kind.value}: {ev.old or '-'} -> {ev.new or '-'}")
-
-
-def _ts(t: float | None) -> str:
-    if t is None:
-        return "-"
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from slurm_rl.config import Actuation
+from slurm_rl.config import Actuation, ResizeConfig
 from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
@@ -35,11 +35,13 @@ from slurm_rl.daemon.actuator import (
     RankScale,
     ScontrolExecutor,
     plan_changes,
+    update_field,
 )
 from slurm_rl.daemon.gate import Gate
-from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.poll import Polled, Poller
 from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
+from slurm_rl.daemon.resize import Resizer
+from slurm_rl.daemon.service import LoopHooks
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
@@ -79,6 +81,8 @@ class DaemonOptions:
     """[database] prune_batch: the most rows pruned per table per cycle."""
     grants: Grants = field(default_factory=Grants)
     """[trust]: what the site grants (classes, deadline horizon)."""
+    resize: ResizeConfig = field(default_factory=ResizeConfig)
+    """[resize]: live resizes of running elastic jobs (resize.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,6 +102,7 @@ class Daemon:
         policy: Policy,
         options: DaemonOptions | None = None,
         clock: Callable[[], float] = time.time,
+        hooks: LoopHooks | None = None,
     ) -> None:
         if isinstance(policy, OracleReading):
             # The daemon never binds an oracle: a live cluster has no true durations.
@@ -105,14 +110,17 @@ class Daemon:
         self.adapter = adapter
         self.executor = executor
         self.sessions = sessions
-        self.policy = policy  # rebuilt only on SIGHUP (GuardedPolicy.reload)
+        self.policy = policy  # rebuilt only on SIGHUP (hooks.reload)
         self.reload_requested = threading.Event()
         """Set by SIGHUP: the policy is rebuilt (a new checkpoint read) before the next cycle."""
         self.options = options or DaemonOptions()
         self.clock = clock
+        self.hooks = hooks or LoopHooks()  # systemd notify/watchdog, metrics, SIGHUP reload
         self.poller = Poller(adapter)
         self._overrides: dict[JobId, Intent | None] = {}
         self.gate = Gate(adapter, self.options.grants)
+        self.resizer = Resizer(executor.runner, self.options.resize, clock=clock, top=(
+            update_field(self.options.actuation), self.options.scale.top))
         self._cycle_id: int | None = None
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
@@ -123,6 +131,7 @@ class Daemon:
         t0 = time.perf_counter()
         now = self.clock()
         polled = self.poller.poll(now)
+        self.hooks.polled(polled.jobs)
         t1 = time.perf_counter()
 
         with self.sessions() as session:
@@ -149,7 +158,7 @@ class Daemon:
             plan = plan_changes(decision, snapshot, mode=self.options.actuation,
                                 scale=self.options.scale, known_values=self._known,
                                 gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
-                                assoc=admitted.assoc)
+                                assoc=admitted.assoc, resizes_applied=not self.options.dry_run)
             t3 = time.perf_counter()
             stored = self._record_decision(session, decision, cycle_id, now)
             session.commit()
@@ -173,7 +182,11 @@ class Daemon:
                 jobs_updated=plan.jobs_touched, jobs_failed=batch_failed,
                 skipped=len(plan.skipped), dry_run=self.options.dry_run, timing=timing,
             )
-            set_notes(session, stored[0], [*decision.notes, *plan_notes(plan, report)])
+            resized = [] if self.options.dry_run else self.resizer.step(
+                session, decision.resizes, snapshot, limits=admitted.limits,
+                assoc=admitted.assoc, cycle_id=cycle_id, decision_id=stored[0]).notes()
+            set_notes(session, stored[0],
+                      [*decision.notes, *plan_notes(plan, report), *resized])
             session.commit()
 
             pruned = prune(session, now=now, retention_days=self.options.retention_days,
@@ -314,11 +327,11 @@ class Daemon:
             started = time.monotonic()
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
-                if isinstance(self.policy, GuardedPolicy):
-                    self.policy.reload()
+                self.hooks.reload(self)  # the config and the policy (service.py)
             try:
                 report = self.cycle()
             except SlurmUnavailableError as exc:
+                self.hooks.cycle_failed(self, exc, unavailable=True)
                 if once:
                     log.error("slurmctld unavailable: %s", _last_line(exc))
                     return 1
@@ -329,9 +342,13 @@ class Daemon:
                 wait = delay
                 delay = min(delay * backoff.factor, backoff.max_s)
             except Exception as exc:
+                if stop.is_set():  # Ctrl-C reaches squeue too: its death is no failure
+                    log.info("interrupted: %s", _one_line(exc))
+                    break
                 # One line (the traceback with -v): a full disk or a locked database is an
                 # admin's problem, not a programmer's.
                 trace = log.isEnabledFor(logging.DEBUG)
+                self.hooks.cycle_failed(self, exc, unavailable=False)
                 if once:
                     log.error("cycle failed: %s", _one_line(exc), exc_info=trace)
                     return 1
@@ -349,12 +366,14 @@ class Daemon:
                     log.info("cycle succeeded again; resuming")
                 down_since, failing, delay = None, False, backoff.initial_s
                 log.info("%s", report.line())
+                self.hooks.cycle_done(self, report)
                 if once:
                     return 0
                 wait = max(0.0, interval_s - (time.monotonic() - started))
-            if stop.wait(wait):
+            if self.hooks.wait(stop, wait):  # pings the watchdog while it waits
                 break
         log.info("stopping")
+        self.hooks.stopping()
         return 0
 
 

@@ -9,9 +9,12 @@ Observation, for a snapshot at time `now`:
 - `job_feats` (max_jobs x N_JOB_FEATURES, float32): one row per *shown* pending job (below),
   zero rows after them; `mask` (max_jobs, int8) is 1 on the rows in use. Times are log-scaled,
   `_lt(x) = log1p(x / 60 s) / 10` (1 minute -> 0.07, 1 day -> 0.73, 30 days -> 1.07); GPU
-  counts `log2(g) / 6` (64 GPUs -> 1). Columns: JOB_FEATURES; the last, `gittins`, is the
-  `gittins` policy's priority from the shipped training-trace table (a learned prior that reads
-  no true duration of the job itself).
+  counts `log2(g) / 6` (64 GPUs -> 1). Columns: JOB_FEATURES; `gittins` is the `gittins`
+  policy's priority from the shipped training-trace table (a learned prior that reads no true
+  duration of the job itself); `est_remaining`/`est_work`/`limit_work` are what `sjf` can know
+  (the remaining run time the job states, `estimates.estimate_remaining`, alone and x GPUs; the
+  time limit x GPUs). Columns are only appended, so a checkpoint trained with fewer reads the
+  leading ones (`rl/model.py`).
 - `cluster_feats` (N_CLUSTER_FEATURES, float32): CLUSTER_FEATURES.
 Values are clipped to [-FEATURE_BOUND, FEATURE_BOUND].
 
@@ -34,6 +37,7 @@ import numpy.typing as npt
 
 from slurm_rl import gittins_table
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, ServiceClass, id_key
+from slurm_rl.policies.estimates import estimate_remaining
 
 JOB_FEATURES: tuple[str, ...] = (
     "wait",             # _lt(now - submit)
@@ -55,8 +59,21 @@ JOB_FEATURES: tuple[str, ...] = (
     "elastic",          # 1 if the job may be resized while running
     "fits_now",         # 1 if its GPU count (range minimum) fits the free GPUs now
     "gittins",          # _lt(GPUs / Gittins index at its attained run time): lower first
+    "est_remaining",    # _lt(remaining run time the job states, see `estimate`) (0: none)
+    "est_work",         # _lt(that remaining time x GPUs): remaining GPU-seconds
+    "limit_work",       # _lt(remaining Slurm time limit x GPUs) (0: unlimited)
 )
 N_JOB_FEATURES = len(JOB_FEATURES)
+TEACHERS: tuple[str, ...] = ("gittins", "est_remaining", "est_work", "limit_work", "time_limit")
+"""Job feature columns whose ranking (lowest first) the trainer may imitate or report as a
+reference: each is a non-clairvoyant index policy without preemption."""
+
+
+def teacher_column(name: str) -> int:
+    """The column of JOB_FEATURES a teacher ranks by (lowest first); ValueError if unknown."""
+    if name not in TEACHERS:
+        raise ValueError(f"unknown teacher {name!r} (valid: {', '.join(TEACHERS)})")
+    return JOB_FEATURES.index(name)
 
 SHAPE_MAX = 8
 """Nodes are counted by free GPUs 0..SHAPE_MAX (more free GPUs count as SHAPE_MAX)."""
@@ -170,6 +187,44 @@ def gittins_column(job: JobView) -> float:
     return _lt(g / index) if index > 0 else FEATURE_BOUND
 
 
+_WAIT, _SLACK, _FITS = (JOB_FEATURES.index(c) for c in ("wait", "slack", "fits_now"))
+_STATIC: dict[int, tuple[JobView, int, npt.NDArray[np.float64], int, float | None]] = {}
+"""A shown job's columns that do not move with the clock or the free GPUs, per JobView object
+(views are immutable; the simulator keeps a pending job's view until it changes), checked by
+identity and the cluster's usable GPUs. Only a cache: the daemon builds new views each cycle."""
+_STATIC_MAX = 20_000
+
+
+def _clear_static() -> dict[int, tuple[JobView, int, npt.NDArray[np.float64], int,
+                                       float | None]]:
+    _STATIC.clear()
+    return _STATIC
+
+
+def _static_row(j: JobView, total: int) -> tuple[npt.NDArray[np.float64], int, float | None]:
+    """(the row with zero wait, slack and fits_now; the GPU range minimum; the deadline)."""
+    rng = gpu_range(j, total)
+    lo, hi = rng if rng is not None else (j.gpus, j.gpus)
+    it = j.intent
+    p = j.progress
+    frac = (min(1.0, p.steps_done / p.steps_total)
+            if p is not None and p.steps_total else None)
+    deadline = it.deadline if it is not None else None
+    cls = it.service_class if it is not None else ServiceClass.STANDARD
+    est = estimate_remaining(j, j.submit_time)  # a pending job's: not moving with the clock
+    left = est.seconds if est is not None else 0.0
+    limit = j.time_limit_s or 0.0
+    row = np.array((
+        0.0, _lg(j.gpus), _lg(lo), _lg(hi), rng is not None,
+        _lt(j.attained_gpu_s), _lt(j.attained_gpu_s / max(j.gpus, 1)),
+        math.log1p(j.restarts), frac or 0.0, frac is not None,
+        cls is ServiceClass.CRITICAL, cls is ServiceClass.BESTEFFORT,
+        deadline is not None, 0.0, bool(it and it.hard and deadline is not None),
+        _lt(limit), bool(it and it.elastic), 0.0, gittins_column(j),
+        _lt(left), _lt(left * j.gpus), _lt(limit * j.gpus)), dtype=np.float64)
+    return row, lo, deadline
+
+
 def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
     """The observation of `snapshot` (see the module docstring)."""
     now, m = snapshot.time, cfg.max_jobs
@@ -178,28 +233,21 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
+    cache = _STATIC if len(_STATIC) < _STATIC_MAX else _clear_static()
     for i, j in enumerate(shown):
-        rng = gpu_range(j, total)
-        lo, hi = rng if rng is not None else (j.gpus, j.gpus)
-        it = j.intent
-        p = j.progress
-        frac = (min(1.0, p.steps_done / p.steps_total)
-                if p is not None and p.steps_total else None)
-        deadline = it.deadline if it is not None else None
+        hit = cache.get(id(j))
+        if hit is None or hit[0] is not j or hit[1] != total:
+            hit = cache[id(j)] = (j, total, *_static_row(j, total))
+        _, _, static, lo, deadline = hit
         slack = 0.0
         if deadline is not None:
             d = deadline - now
             slack = math.copysign(_lt(abs(d)), d)
         # one node's worth must fit on one node; a wider job is judged by the total
         fits = lo <= max_free or (lo > per_node and lo <= free)
-        cls = it.service_class if it is not None else ServiceClass.STANDARD
-        rows[i] = (
-            _lt(now - j.submit_time), _lg(j.gpus), _lg(lo), _lg(hi), rng is not None,
-            _lt(j.attained_gpu_s), _lt(j.attained_gpu_s / max(j.gpus, 1)),
-            math.log1p(j.restarts), frac or 0.0, frac is not None,
-            cls is ServiceClass.CRITICAL, cls is ServiceClass.BESTEFFORT,
-            deadline is not None, slack, bool(it and it.hard and deadline is not None),
-            _lt(j.time_limit_s or 0.0), bool(it and it.elastic), fits, gittins_column(j))
+        row = rows[i]
+        row[:] = static
+        row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, fits
     mask = np.zeros(m, dtype=np.int8)
     mask[:len(shown)] = 1
 

@@ -51,6 +51,7 @@ class JobScorer(nn.Module):
         nn.init.zeros_(self.score.bias)
 
     def _hidden(self, jobs: torch.Tensor, cluster: torch.Tensor) -> torch.Tensor:
+        jobs = jobs[..., :self.cfg.job_features]  # a checkpoint from before later columns
         c = cluster.unsqueeze(-2).expand(*jobs.shape[:-1], cluster.shape[-1])
         out: torch.Tensor = self.embed(torch.cat([jobs, c], dim=-1))
         return out

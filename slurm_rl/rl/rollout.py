@@ -14,7 +14,7 @@ import numpy.typing as npt
 import torch
 
 from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.features import FeatureConfig
+from slurm_rl.rl.features import FeatureConfig, teacher_column
 from slurm_rl.rl.model import JobScorer, ModelConfig
 
 Arrays = dict[str, npt.NDArray[Any]]
@@ -115,12 +115,13 @@ def gae(rewards: npt.NDArray[Any], values: npt.NDArray[Any], dones: npt.NDArray[
 def evaluate_episode(cfg: dict[str, Any], state: dict[str, torch.Tensor] | None,
                      scenario: Scenario, ranking: str = "net") -> float:
     """Return of one whole episode of `scenario` with deterministic mean scores (`ranking`
-    "net"), or with a fixed rule for reference: "gittins" (lowest `gittins` column first, the
-    imitation target) or "fifo" (oldest first). Return = -(average JCT in hours)."""
+    "net"), or with a fixed rule for reference: a teacher column (`features.TEACHERS`, lowest
+    first, e.g. "gittins" or "est_work") or "fifo" (oldest first). Return = -(average JCT in
+    hours)."""
     m = int(cfg["max_jobs"])
     env = _env((scenario,), m)
     net = _model(cfg, state) if ranking == "net" and state is not None else None
-    col = -1  # the `gittins` column (features.JOB_FEATURES)
+    col = teacher_column(ranking) if ranking not in ("net", "fifo") else 0
     obs, _ = env.reset(seed=0, options={"scenario": 0})
     total, done = 0.0, False
     with torch.no_grad():
@@ -128,17 +129,18 @@ def evaluate_episode(cfg: dict[str, Any], state: dict[str, torch.Tensor] | None,
             a = np.zeros((2, m), np.float32)
             if net is not None:
                 a[0] = net(*_tensors(obs))[0][0].numpy()
-            elif ranking == "gittins":
+            elif ranking != "fifo":
                 a[0] = -obs["jobs"][:, col]
             obs, reward, done, _, _ = env.step(a)  # fifo: all ties -> slot (oldest) order
             total += reward
     return total
 
 
-def imitation_targets(jobs: npt.NDArray[Any], mask: npt.NDArray[Any]) -> npt.NDArray[Any]:
-    """Per state, minus the `gittins` column z-scored over the used slots: the scores that rank
-    jobs as the `gittins` index does (without its preemptions)."""
-    g = -jobs[..., -1].astype(np.float64)
+def imitation_targets(jobs: npt.NDArray[Any], mask: npt.NDArray[Any],
+                      teacher: str = "gittins") -> npt.NDArray[Any]:
+    """Per state, minus the `teacher` column (`features.TEACHERS`) z-scored over the used
+    slots: the scores that rank jobs as that index does (without preemptions)."""
+    g = -jobs[..., teacher_column(teacher)].astype(np.float64)
     n = np.maximum(mask.sum(-1, keepdims=True), 1.0)
     mu = (g * mask).sum(-1, keepdims=True) / n
     sd = np.sqrt((((g - mu) * mask) ** 2).sum(-1, keepdims=True) / n) + 1e-3
@@ -147,3 +149,13 @@ def imitation_targets(jobs: npt.NDArray[Any], mask: npt.NDArray[Any]) -> npt.NDA
 
 def config_dict(cfg: ModelConfig) -> dict[str, Any]:
     return asdict(cfg)
+
+
+def run_task(args: tuple[Any, ...]) -> Any:
+    """One worker task, `(name, *arguments)` with name "collect" or "evaluate_episode": what
+    the trainer hands its executor (rl/executor.py), in-process, to a process or to a Slurm
+    job alike."""
+    name, *rest = args
+    if name not in ("collect", "evaluate_episode"):
+        raise ValueError(f"unknown rollout task {name!r}")
+    return globals()[name](*rest)

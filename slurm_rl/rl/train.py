@@ -1,7 +1,9 @@
 """`slurm-rl train`: PPO over `SchedulingEnv`, CleanRL's ppo_continuous_action read top to
 bottom (docs/rl.md, "Agent"): config -> seeding -> scenarios -> network -> imitation warm start
--> loop (rollouts in worker processes, GAE, clipped PPO epochs, periodic validation, best
-checkpoint kept) -> learning curve (CSV + PNG).
+-> loop (rollouts through an executor: local processes or Slurm jobs, rl/executor.py; GAE,
+clipped PPO epochs, periodic validation, best checkpoint kept) -> learning curve (CSV + PNG).
+`--from-db DB --init CKPT` fine-tunes a checkpoint on the jobs the daemon recorded
+(rl/fromdb.py; docs/rl.md, "Update scheme on a live cluster").
 
 The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's):
 
@@ -24,9 +26,7 @@ import dataclasses
 import random
 import time
 import tomllib
-from concurrent.futures import Executor, ProcessPoolExecutor
 from dataclasses import dataclass, field
-from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +35,17 @@ import numpy as np
 import torch
 
 from slurm_rl.gittins_table import HELD_OUT
-from slurm_rl.rl import rollout
-from slurm_rl.rl.env import Scenario
+from slurm_rl.rl import fromdb, rollout
+from slurm_rl.rl import model as rl_model
+from slurm_rl.rl.env import Scenario, SchedulingEnv
+from slurm_rl.rl.executor import (
+    ExecutorError,
+    LocalRunner,
+    TaskRunner,
+    executor_options,
+    runner_from_cli,
+)
+from slurm_rl.rl.features import TEACHERS
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
 from slurm_rl.sim.config import from_table
 
@@ -63,10 +72,19 @@ class TrainConfig:
     hidden: int = _h("Hidden width of the per-job MLP and the value head.", 64)
     max_jobs: int = _h("Job slots the network sees (the oldest pending jobs).", 64)
     init_log_std: float = _h("Initial log-std of the score Gaussian.", -1.0)
-    imitation_epochs: int = _h("Warm start: epochs regressing scores onto the `gittins` "
+    imitation_epochs: int = _h("Warm start: epochs regressing scores onto the teacher "
                                "column's ranking before PPO (0: none).", 30)
+    imitation_teacher: str = _h("Warm start: the job feature whose ranking (lowest first) "
+                                "the scores imitate: est_work (stated remaining run time x "
+                                "GPUs), est_remaining, limit_work, time_limit or gittins.",
+                                "est_work")
     imitation_steps: int = _h("Warm start: decision points collected per worker.", 512)
     validate_every: int = _h("Validate (deterministic, whole episodes) every N iterations.", 5)
+
+    def __post_init__(self) -> None:
+        if self.imitation_teacher not in TEACHERS:
+            raise ValueError(f"[train] imitation_teacher: unknown teacher "
+                             f"{self.imitation_teacher!r} (valid: {', '.join(TEACHERS)})")
 
 
 def list_params() -> str:
@@ -94,9 +112,10 @@ def _scenarios(entries: list[dict[str, Any]], where: str) -> tuple[Scenario, ...
     return tuple(out)
 
 
-def read_scenarios(path: Path) -> tuple[dict[str, Any], tuple[Scenario, ...],
-                                        tuple[Scenario, ...]]:
-    """([train] overrides, training scenarios, validation scenarios)."""
+def read_scenarios(path: Path, need_training: bool = True
+                   ) -> tuple[dict[str, Any], tuple[Scenario, ...], tuple[Scenario, ...]]:
+    """([train] overrides, training scenarios, validation scenarios). `need_training` False
+    (fine-tuning --from-db): [[scenario]] and [[validation]] may be missing."""
     doc = tomllib.loads(path.read_text())
     unknown = sorted(set(doc) - {"train", "scenario", "validation"})
     if unknown:
@@ -104,28 +123,22 @@ def read_scenarios(path: Path) -> tuple[dict[str, Any], tuple[Scenario, ...],
                          "validation)")
     train = _scenarios(doc.get("scenario", []), "scenario")
     val = _scenarios(doc.get("validation", []), "validation")
-    if not train or not val:
+    if need_training and (not train or not val):
         raise ValueError("need at least one [[scenario]] and one [[validation]]")
     return dict(doc.get("train", {})), train, val
 
 
-class _Inline(Executor):
-    """workers = 1: run tasks in this process (no pool)."""
-
-    def map(self, fn: Any, *its: Any, timeout: Any = None, chunksize: int = 1,
-            **kw: Any) -> Any:
-        return list(map(fn, *its))
-
-
-def _call(args: tuple[Any, ...]) -> Any:
-    fn, *rest = args
-    return getattr(rollout, fn)(*rest)
-
-
 def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[Scenario, ...],
-          out: Path, echo: Any = print) -> dict[str, Any]:
+          out: Path, echo: Any = print, *, runner: TaskRunner | None = None,
+          init: Path | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
     """Train; keep the best validated checkpoint at `out`, the curve at out.with_suffix
-    ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...)."""
+    ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...).
+
+    `runner` runs the rollouts and validation episodes (rl/executor.py; default: `cfg.workers`
+    local processes, closed at the end; a given one is the caller's to close). `init`: start
+    from this checkpoint's network (its ModelConfig wins over cfg's; no imitation) instead of
+    fresh weights; iteration 0 then validates it unchanged, so the kept checkpoint is never
+    worse on validation. `meta` is added to the checkpoint's meta."""
     t0 = time.time()
     # -- seeding -----------------------------------------------------------------------
     random.seed(cfg.seed)
@@ -133,58 +146,77 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(1)
     # -- network -------------------------------------------------------------------------
-    mcfg = ModelConfig(hidden=cfg.hidden, max_jobs=cfg.max_jobs, init_log_std=cfg.init_log_std)
-    net = JobScorer(mcfg)
+    if init is not None:
+        net, _ = rl_model.load(init)
+        net.train()
+        mcfg = net.cfg
+        echo(f"initial weights from {init} (hidden {mcfg.hidden}, max_jobs {mcfg.max_jobs})")
+    else:
+        mcfg = ModelConfig(hidden=cfg.hidden, max_jobs=cfg.max_jobs,
+                           init_log_std=cfg.init_log_std)
+        net = JobScorer(mcfg)
+    imitation = cfg.imitation_epochs if init is None else 0
+    if init is not None and cfg.imitation_epochs > 0:
+        echo("no imitation warm start: the network comes from --init")
     mdict = rollout.config_dict(mcfg)
+    extra = {"train": dataclasses.asdict(cfg), **({"init": str(init)} if init else {}),
+             **(meta or {})}
     opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate, eps=1e-5)
-    pool: Executor = (_Inline() if cfg.workers <= 1 else
-                      ProcessPoolExecutor(cfg.workers, mp_context=get_context("spawn")))
+    pool = runner or LocalRunner(cfg.workers)
+    fn = rollout.run_task
     rows: list[dict[str, Any]] = []
     try:
         def batch(steps: int, it: int) -> dict[str, np.ndarray]:
             state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            parts = list(pool.map(_call, [("collect", mdict, state, scenarios, steps,
-                                           cfg.seed * 100_003 + it * cfg.workers + w)
-                                          for w in range(cfg.workers)]))
+            parts = pool.map(fn, [("collect", mdict, state, scenarios, steps,
+                                   cfg.seed * 100_003 + it * cfg.workers + w)
+                                  for w in range(cfg.workers)])
             for p in parts:
                 p["adv"], p["ret"] = rollout.gae(p["rewards"], p["values"], p["dones"],
                                                  float(p["last_value"]), cfg.gamma,
                                                  cfg.gae_lambda)
             return {k: np.concatenate([np.atleast_1d(p[k]) for p in parts]) for k in parts[0]}
 
+        def episodes(state: dict[str, torch.Tensor] | None, ranking: str) -> list[Any]:
+            return [("evaluate_episode", mdict, state, sc, ranking) for sc in validation]
+
         def validate() -> float:
             state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            rets = list(pool.map(_call, [("evaluate_episode", mdict, state, sc, "net")
-                                         for sc in validation]))
-            return float(np.mean(rets))
+            return float(np.mean(pool.map(fn, episodes(state, "net"))))
 
-        refs = {r: float(np.mean(list(pool.map(_call, [("evaluate_episode", mdict, None, sc, r)
-                                                        for sc in validation]))))
-                for r in ("fifo", "gittins")}
-        echo(f"validation references (return = -avg JCT h): fifo order {refs['fifo']:.3f}, "
-             f"gittins order (non-preemptive) {refs['gittins']:.3f}")
-        untrained = validate()
-        echo(f"initial weights: val {untrained:.4f}")
-        # -- imitation warm start: rank as the `gittins` column does --------------------
-        if cfg.imitation_epochs > 0:
+        # One batch for both references and the initial weights (one job array on Slurm).
+        n = len(validation)
+        state0 = {k: v.detach().clone() for k, v in net.state_dict().items()}
+        names = list(dict.fromkeys(("fifo", "gittins", cfg.imitation_teacher)))
+        first = pool.map(fn, [*(e for r in names for e in episodes(None, r)),
+                              *episodes(state0, "net")])
+        refs = {r: float(np.mean(first[i * n:(i + 1) * n])) for i, r in enumerate(names)}
+        untrained = float(np.mean(first[len(names) * n:]))
+        echo("validation references (return = -avg JCT h; orders without preemption): "
+             + ", ".join(f"{r} {v:.5g}" for r, v in refs.items()))
+        echo(f"initial weights: val {untrained:.5g}")
+        best = untrained
+        # -- imitation warm start: rank as the teacher column does ----------------------
+        if imitation > 0:
             b = batch(cfg.imitation_steps, -1)
             x = [torch.from_numpy(b[k]) for k in ("jobs", "mask", "cluster")]
-            target = torch.from_numpy(rollout.imitation_targets(b["jobs"], b["mask"]))
-            for _ in range(cfg.imitation_epochs):
+            target = torch.from_numpy(rollout.imitation_targets(b["jobs"], b["mask"],
+                                                                cfg.imitation_teacher))
+            for _ in range(imitation):
                 for idx in torch.randperm(len(target)).split(cfg.minibatch_size):
                     mean, _ = net(x[0][idx], x[1][idx], x[2][idx])
                     loss = (((mean - target[idx]) ** 2) * x[1][idx]).sum() / x[1][idx].sum()
                     opt.zero_grad()
                     loss.backward()
                     opt.step()
-            echo(f"imitation: {cfg.imitation_epochs} epochs on {len(target)} states, "
+            echo(f"imitation: {imitation} epochs on {len(target)} states, "
                  f"loss {loss.item():.4f}")
-        best = validate()
-        save(net, out, {"iteration": 0, "val_return": best, "train": dataclasses.asdict(cfg)})
+            best = validate()
+        save(net, out, {"iteration": 0, "val_return": best, **extra})
         rows.append({"iteration": 0, "steps": 0, "wall_s": round(time.time() - t0, 1),
                      "train_return": "", "val_return": best, **{f"ref_{k}": v
                                                                 for k, v in refs.items()}})
-        echo(f"iter 0: val {best:.4f}")
+        echo(f"iter 0: val {best:.5g}")
         steps = 0
         # -- PPO loop -----------------------------------------------------------------------
         for it in range(1, cfg.iterations + 1):
@@ -214,22 +246,22 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
                                    "wall_s": round(time.time() - t0, 1),
                                    "train_return": float(ep.mean()) if len(ep) else "",
                                    "val_return": "", **{f"ref_{k}": v for k, v in refs.items()}}
-            tr = "-" if row["train_return"] == "" else f"{row['train_return']:.4f}"
+            tr = "-" if row["train_return"] == "" else f"{row['train_return']:.5g}"
             line = (f"iter {it}/{cfg.iterations}: steps {steps}, episodes {len(ep)}, train "
                     f"return {tr}, pg {pg.item():.4f}, v {v_loss.item():.5f}, "
                     f"log_std {net.log_std.item():.2f}")
             if it % cfg.validate_every == 0 or it == cfg.iterations:
                 val = row["val_return"] = validate()
-                line += f", val {val:.4f}"
+                line += f", val {val:.5g}"
                 if val > best:
                     best = val
-                    save(net, out, {"iteration": it, "val_return": val,
-                                    "train": dataclasses.asdict(cfg)})
+                    save(net, out, {"iteration": it, "val_return": val, **extra})
                     line += " (best, saved)"
             rows.append(row)
             echo(f"{line}  [{row['wall_s']:.0f} s]")
     finally:
-        pool.shutdown()
+        if runner is None:
+            pool.close()
     _write_curve(rows, out)
     return {"best_val_return": best, "wall_s": time.time() - t0, "steps": steps, "refs": refs,
             "untrained_val_return": untrained, "initial_val_return": rows[0]["val_return"]}
@@ -251,7 +283,8 @@ def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
     if tr:
         ax.plot(*zip(*tr, strict=True), label="train episodes (sampled)", alpha=0.6)
     ax.plot(*zip(*va, strict=True), "o-", label="validation (mean scores)")
-    for k, style in (("ref_fifo", ":"), ("ref_gittins", "--")):
+    refs = [k for k in rows[0] if k.startswith("ref_")]
+    for k, style in zip(refs, (":", "--", "-."), strict=False):
         ax.axhline(rows[0][k], ls=style, color="grey", label=k[4:] + " order (validation)")
     ax.set_xlabel("decision points")
     ax.set_ylabel("return = -avg JCT (h)")
@@ -263,35 +296,93 @@ def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
 
 @click.command("train")
 @click.option("--scenarios", "scenarios_path", type=click.Path(exists=True, dir_okay=False,
-                                                                path_type=Path))
+                                                                path_type=Path),
+              help="Scenarios TOML ([train], [[scenario]], [[validation]]). With --from-db: "
+                   "its [train] and [[validation]] only.")
+@click.option("--from-db", "from_db", type=click.Path(dir_okay=False, path_type=Path),
+              help="Fine-tune on the jobs this daemon database recorded (needs --init).")
+@click.option("--init", type=click.Path(dir_okay=False, path_type=Path),
+              help="Start from this checkpoint (e.g. the one the daemon runs) instead of fresh "
+                   "weights.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Checkpoint to write (the best validated); curve next to it (.csv, .png).")
-@click.option("--workers", type=click.IntRange(min=1), help="Rollout processes.")
-@click.option("--executor", type=click.Choice(["local"]), default="local", show_default=True,
-              help="Where rollouts run (local processes; a Slurm executor is not built yet).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Rollouts per iteration, each in its own process or Slurm job.")
+@executor_options
 @click.option("--seed", type=int, help="Overrides [train] seed.")
 @click.option("--iterations", type=click.IntRange(min=0), help="Overrides [train] iterations.")
 @click.option("--list-params", "list_params_", is_flag=True,
               help="Print every hyper-parameter and exit.")
-def train_command(scenarios_path: Path | None, out: Path | None, workers: int | None,
-                  executor: str, seed: int | None, iterations: int | None,
-                  list_params_: bool) -> None:
-    """Train the `rl` policy with PPO on the scenarios' TRAINING traces."""
+def train_command(scenarios_path: Path | None, from_db: Path | None, init: Path | None,
+                  out: Path | None, workers: int | None, seed: int | None,
+                  iterations: int | None, list_params_: bool, **executor_kw: Any) -> None:
+    """Train the `rl` policy with PPO on the scenarios' TRAINING traces, or fine-tune it on
+    what the daemon recorded (--from-db; docs/rl.md, "Update scheme on a live cluster")."""
     if list_params_:
         click.echo(list_params())
         return
-    if scenarios_path is None or out is None:
-        raise click.UsageError("--scenarios and --out are required")
+    if out is None or (scenarios_path is None and from_db is None):
+        raise click.UsageError("--out and one of --scenarios or --from-db are required")
+    if from_db is not None and init is None:
+        raise click.UsageError("--from-db needs --init CKPT (the checkpoint to fine-tune: the "
+                               "one the daemon runs)")
+    if init is not None:
+        try:
+            rl_model.load(init)
+        except Exception as exc:  # noqa: BLE001 (torch raises many kinds; all mean the same)
+            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            raise click.UsageError(f"--init: checkpoint {init} does not load: {why}") from None
     try:
-        overrides, sc, val = read_scenarios(scenarios_path)
+        overrides: dict[str, Any] = {}
+        sc: tuple[Scenario, ...] = ()
+        val: tuple[Scenario, ...] = ()
+        if scenarios_path is not None:
+            overrides, sc, val = read_scenarios(scenarios_path, need_training=from_db is None)
+        meta: dict[str, Any] = {}
+        if from_db is not None:
+            sc, meta = _recorded_scenarios(from_db, out)
+            val = val or sc
+            overrides = {**fromdb.FINE_TUNE, **overrides}
         over = {k: v for k, v in (("workers", workers), ("seed", seed),
                                   ("iterations", iterations)) if v is not None}
         cfg = from_table(TrainConfig, {**overrides, **over}, where="train")
     except (ValueError, TypeError, KeyError, tomllib.TOMLDecodeError) as exc:
-        raise click.ClickException(f"{scenarios_path}: {exc}") from None
+        where = "" if isinstance(exc, fromdb.FromDbError) else f"{scenarios_path}: "
+        raise click.ClickException(f"{where}{exc}") from None
+    runner = runner_from_cli(executor_kw, workers=cfg.workers, parallelism=None,
+                             default_folder=out.with_name(out.name + ".slurm"),
+                             default_name="slurm-rl-train")
     click.echo(f"training on {len(sc)} scenarios, validating on {len(val)}; {cfg}")
-    res = train(cfg, sc, val, out, echo=click.echo)
-    click.echo(f"done in {res['wall_s']:.0f} s: best validation return {res['best_val_return']:.4f}"
-               f" (initial weights {res['untrained_val_return']:.4f}, after imitation "
-               f"{res['initial_val_return']:.4f}); wrote {out}, "
+    try:
+        res = train(cfg, sc, val, out, echo=click.echo, runner=runner, init=init, meta=meta)
+    except ExecutorError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runner.close()
+    start = (f"initial weights {res['untrained_val_return']:.5g}" if init else
+             f"initial weights {res['untrained_val_return']:.5g}, after imitation "
+             f"{res['initial_val_return']:.5g}")
+    click.echo(f"done in {res['wall_s']:.0f} s: best validation return "
+               f"{res['best_val_return']:.5g} ({start}); wrote {out}, "
                f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}")
+
+
+def _recorded_scenarios(db: Path, out: Path) -> tuple[tuple[Scenario, ...], dict[str, Any]]:
+    """The daemon database's jobs as one scenario (written to OUT.trace.csv)."""
+    rec = fromdb.read_db(db)
+    path = out.with_name(out.stem + ".trace.csv")
+    fromdb.write_trace(rec.jobs, path)
+    size: dict[str, Any] = ({"nodes": rec.nodes, "gpus_per_node": rec.gpus_per_node}
+                            if rec.nodes and rec.gpus_per_node else {"load": 1.0})
+    scen = Scenario(trace=str(path.resolve()), fmt=fromdb.TRACE_FORMAT, **size)
+    try:
+        SchedulingEnv((scen,)).reset(options={"scenario": 0})
+    except ValueError:
+        path.unlink()  # nothing half-done
+        where = (f"{rec.nodes} nodes x {rec.gpus_per_node} GPUs" if "nodes" in size
+                 else "a cluster sized for load 1.0")
+        raise fromdb.FromDbError(f"{db}: on {where} no recorded job ever waits while another "
+                                 "could start: no decision to fine-tune on") from None
+    click.echo(f"{db}: {fromdb.summary(rec)}")
+    click.echo(f"wrote the recorded trace to {path}")
+    return (scen,), {"from_db": str(db), "trace": str(path), "recorded_jobs": len(rec.jobs)}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import click
@@ -13,8 +15,34 @@ from slurm_rl.sim import metrics, run
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.results import SimulationError
-from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path
-from slurm_rl.sim.trace import TraceError, TraceFormat
+from slurm_rl.sim.run import DATA_PREFIX, Sizing, load_jobs, resolve_trace_path
+from slurm_rl.sim.trace import TraceError, TraceFormat, parse_window
+
+
+def _check_window(_ctx: click.Context, param: click.Parameter, value: str | None
+                  ) -> str | None:
+    # A malformed window is a usage error (exit 2), like every other bad option.
+    if value is not None:
+        try:
+            parse_window(value)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+    return value
+
+
+def _check_trace(_ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if value.startswith(DATA_PREFIX):
+        try:
+            resolve_trace_path(value)
+        except FileNotFoundError as exc:
+            raise click.BadParameter(str(exc), param=param) from None
+        return value
+    if Path(value).exists():
+        return value
+    hint = ""
+    if (resources.files("slurm_rl") / "data" / "traces" / Path(value).name).is_file():
+        hint = f" (the shipped trace is --trace {DATA_PREFIX}{Path(value).name})"
+    raise click.BadParameter(f"no such file: {value}{hint}", param=param)
 
 
 def _option_value(text: str) -> Any:
@@ -25,7 +53,7 @@ def _option_value(text: str) -> Any:
 
 
 @click.command("simulate")
-@click.option("--trace", "trace_path", required=True,
+@click.option("--trace", "trace_path", required=True, callback=_check_trace,
               help="Trace file, or data:NAME for a shipped trace "
                    "(data:itp-deadline-cluster10.csv).")
 @click.option("--format", "fmt", required=True, type=click.Choice([f.value for f in TraceFormat]))
@@ -36,7 +64,8 @@ def _option_value(text: str) -> Any:
 @click.option("--gpus-per-node", type=click.IntRange(min=1), default=4, show_default=True)
 @click.option("--load", type=click.FloatRange(min=0, min_open=True),
               help="Size the cluster: fewest nodes with mean demand / capacity <= LOAD.")
-@click.option("--window", help="START:COUNT: jobs START..START+COUNT-1 in submit order.")
+@click.option("--window", callback=_check_window,
+              help="START:COUNT: jobs START..START+COUNT-1 in submit order.")
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--tick", "tick_s", type=click.FloatRange(min=0), default=60.0, show_default=True,
               help="Call the policy at least this often (s) while jobs wait; 0: events only.")

@@ -4,7 +4,8 @@ Writes results.json (every run's metrics), results.md (a table: mean over seeds)
 (jct_cdf.png, deadline_vs_load.png, utilization.png). The TOML file:
 
     [evaluate]
-    out = "eval-out"               # folder, relative to the TOML file (--out overrides)
+    out = "eval-out"               # folder, relative to the TOML file; if it holds results
+                                   # already, a new eval-out-2, -3...; --out DIR replaces
     policies = ["fifo", "sjf", "srtf-oracle", "tiresias"]
     loads = [0.6, 0.8, 1.0]        # size the cluster per trace and load; or `nodes = 16`
     gpus_per_node = 4
@@ -22,12 +23,15 @@ Writes results.json (every run's metrics), results.md (a table: mean over seeds)
     [policy_options.tiresias]      # optional, per policy
     promote_knob = 8.0
 
-Unknown keys are rejected with the list of valid ones.
+Unknown keys are rejected with the list of valid ones. Runs go to `--workers` local processes,
+or with `--executor slurm` to one Slurm job array (rl/executor.py); the results are the same.
 """
 
 from __future__ import annotations
 
 import json
+import sys
+import time
 import tomllib
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
@@ -37,6 +41,13 @@ from typing import Any
 import click
 
 from slurm_rl import policies
+from slurm_rl.rl.executor import (
+    ExecutorError,
+    ExecutorKind,
+    TaskRunner,
+    executor_options,
+    runner_from_cli,
+)
 from slurm_rl.sim import metrics
 from slurm_rl.sim.config import EngineConfig, from_table
 from slurm_rl.sim.run import Sizing, load_jobs, offered_load, resolve_trace_path, simulate
@@ -147,13 +158,28 @@ def plan(sc: Scenarios) -> list[Task]:
     ]
 
 
-def run_all(tasks: list[Task], workers: int, progress: bool = True) -> list[dict[str, Any]]:
+def run_all(tasks: list[Task], workers: int, progress: bool = True,
+            runner: TaskRunner | None = None) -> list[dict[str, Any]]:
+    """Every task's result, in order: in this process, `workers` processes, or through
+    `runner` (rl/executor.py: Slurm jobs, one job array for all tasks)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
+    if runner is not None:
+        if progress:
+            print(f"running {len(tasks)} simulations as one Slurm job array ...", flush=True)
+        return runner.map(run_task, tasks)
     results: list[dict[str, Any]] = []
     columns = ("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    with Progress(*columns, disable=not progress, transient=False) as bar:
+    lines = progress and not sys.stderr.isatty()  # a log or a pipe: one line per finished run
+    started = time.monotonic()
+
+    def finished(task: Task) -> None:
+        if lines:
+            print(progress_line(len(results), len(tasks), time.monotonic() - started, task),
+                  file=sys.stderr, flush=True)
+
+    with Progress(*columns, disable=not progress or lines, transient=False) as bar:
         job = bar.add_task("simulating", total=len(tasks))
         if workers <= 1:
             for task in tasks:
@@ -161,23 +187,53 @@ def run_all(tasks: list[Task], workers: int, progress: bool = True) -> list[dict
                                             f"load={task.load} seed={task.seed}")
                 results.append(run_task(task))
                 bar.advance(job)
+                finished(task)
         else:
             with ProcessPoolExecutor(max_workers=workers) as pool:
-                for res in pool.map(run_task, tasks):
+                for task, res in zip(tasks, pool.map(run_task, tasks), strict=True):
                     results.append(res)
                     bar.advance(job)
+                    finished(task)
     return results
+
+
+def progress_line(done: int, total: int, elapsed_s: float, task: Task) -> str:
+    """`[3/96] rigid-c10 fifo load=0.8 seed=0 done; 0:41 elapsed, about 12:40 left`."""
+    def clock(seconds: float) -> str:
+        m, s = divmod(int(round(seconds)), 60)
+        return f"{m // 60}:{m % 60:02d}:{s:02d}" if m >= 60 else f"{m}:{s:02d}"
+
+    left = elapsed_s / done * (total - done) if done else 0.0
+    return (f"[{done}/{total}] {task.trace.name} {task.policy} load={task.load} "
+            f"seed={task.seed} done; {clock(elapsed_s)} elapsed, about {clock(left)} left")
+
+
+def fresh_folder(wanted: Path) -> Path:
+    """`wanted` if it holds no results yet, else the first of `wanted-2`, `wanted-3`, ... that
+    does not exist: earlier results (the shipped ones in docs/eval/) are never overwritten
+    unless --out names their folder."""
+    if not (wanted / "results.json").exists():
+        return wanted
+    n = 2
+    while (candidate := wanted.with_name(f"{wanted.name}-{n}")).exists():
+        n += 1
+    return candidate
 
 
 @click.command("evaluate")
 @click.option("--scenarios", "scenarios_path", required=True,
               type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
-              help="Output folder (default: [evaluate] out, relative to the TOML file).")
-@click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True,
-              help="Runs in parallel (processes).")
-@click.option("--no-progress", is_flag=True, help="No progress bar.")
-def evaluate(scenarios_path: Path, out_dir: Path | None, workers: int, no_progress: bool) -> None:
+              help="Output folder, replacing results already there (default: [evaluate] out, "
+                   "relative to the TOML file, or if that holds results a new OUT-2, OUT-3...).")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Runs in parallel: processes (default 1), or with --executor slurm the "
+                   "array tasks running at once (default: all).")
+@executor_options
+@click.option("--no-progress", is_flag=True,
+              help="No progress bar (off a terminal: no line per finished run).")
+def evaluate(scenarios_path: Path, out_dir: Path | None, workers: int | None, no_progress: bool,
+             **executor_kw: Any) -> None:
     """Run policies x traces x loads x seeds; write a Markdown table, JSON and plots."""
     from slurm_rl.sim import report
 
@@ -185,9 +241,22 @@ def evaluate(scenarios_path: Path, out_dir: Path | None, workers: int, no_progre
         sc = read_scenarios(scenarios_path)
     except (ValueError, tomllib.TOMLDecodeError, TypeError) as exc:
         raise click.ClickException(f"{scenarios_path}: {exc}") from None
-    out = out_dir or (sc.base / sc.evaluate.out)
+    out = out_dir or fresh_folder(sc.base / sc.evaluate.out)
+    if out_dir is None and out != sc.base / sc.evaluate.out:
+        click.echo(f"{sc.base / sc.evaluate.out} holds earlier results: writing to {out} "
+                   "(--out names the folder to replace)", err=True)
+    slurm = executor_kw["executor"] == ExecutorKind.SLURM.value
+    runner = runner_from_cli(executor_kw, workers=workers or 1, parallelism=workers,
+                             default_folder=out / "slurm-jobs",
+                             default_name="slurm-rl-evaluate")
     out.mkdir(parents=True, exist_ok=True)
-    results = run_all(plan(sc), workers, progress=not no_progress)
+    try:
+        results = run_all(plan(sc), workers or 1, progress=not no_progress,
+                          runner=runner if slurm else None)
+    except ExecutorError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        runner.close()
     runs = [{k: v for k, v in r.items() if not k.startswith("_")} for r in results]
     (out / "results.json").write_text(json.dumps(
         {"scenarios": str(scenarios_path), "title": sc.evaluate.title, "runs": runs},

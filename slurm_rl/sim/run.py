@@ -25,7 +25,8 @@ def resolve_trace_path(text: str, base: Path | None = None) -> Path:
         name = text[len(DATA_PREFIX):]
         path = Path(str(resources.files("slurm_rl") / "data" / "traces" / name))
         if not path.is_file():
-            shipped = sorted(p.name for p in path.parent.glob("*.csv"))
+            shipped = sorted(p.name for p in path.parent.iterdir()
+                             if p.suffix in (".csv", ".swf"))
             raise FileNotFoundError(f"no shipped trace {name!r} (have: {', '.join(shipped)})")
         return path
     path = Path(text)

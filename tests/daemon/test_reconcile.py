@@ -129,8 +129,8 @@ def test_explain_says_a_resize_or_preemption_was_not_applied(tmp_path: Path) -> 
             cycle_id=1, at=2.0, dry_run=False)
         session.commit()
     engine.dispose()
-    for job_id, line in (("2", "resize, 8 GPUs (not applied: the daemon does not resize running "
-                               "jobs)\n  reason: grow"),
+    for job_id, line in (("2", "resize, 8 GPUs (applied when it pays and is allowed: see the "
+                               "actions)\n  reason: grow"),
                          ("3", "preempt (not applied: the daemon does not preempt running "
                                "jobs)\n  reason: make room")):
         shown = CliRunner().invoke(main, ["explain", job_id, "--db", str(tmp_path / "t.db")])

@@ -132,3 +132,34 @@ def test_no_field_beyond_a_plain_jobview_is_needed() -> None:
     assert not any("oracle" in n or "duration" in n for n in names)
     f = features(snap((pending(1, 0.0),)), FeatureConfig(max_jobs=2))
     assert f.mask.tolist() == [1, 0]
+
+
+def test_stated_remaining_time_columns_are_what_sjf_can_know() -> None:
+    # Job 1: only a time limit (1 h, 2 GPUs); job 2: steps and a profiled model, so its
+    # estimate is the steps at the profiled throughput (estimates.estimate_remaining), as
+    # `sjf` reads it; job 3: nothing stated.
+    from slurm_rl.policies.estimates import estimate_remaining
+
+    prof = Intent(total_steps=5000, model="resnet50", batch_size=64)
+    jobs = (pending(1, 0.0, 2, time_limit_s=3600.0), pending(2, 10.0, 4, intent=prof),
+            pending(3, 20.0, 1))
+    f = features(snap(jobs), FeatureConfig(max_jobs=4))
+    a, b, c = f.job_feats[:3]
+    lt = lambda s: np.log1p(s / 60) / 10  # noqa: E731
+    assert a[COL["est_remaining"]] == pytest.approx(lt(3600))
+    assert a[COL["est_work"]] == pytest.approx(lt(7200))
+    assert a[COL["limit_work"]] == pytest.approx(lt(7200))
+    est = estimate_remaining(jobs[1], 1000.0)
+    assert est is not None and est.source.value == "steps at profiled throughput"
+    assert b[COL["est_remaining"]] == pytest.approx(lt(est.seconds))
+    assert b[COL["est_work"]] == pytest.approx(lt(4 * est.seconds))
+    assert b[COL["limit_work"]] == 0  # no time limit
+    assert c[COL["est_remaining"]] == c[COL["est_work"]] == c[COL["limit_work"]] == 0
+
+
+def test_teacher_columns() -> None:
+    from slurm_rl.rl.features import TEACHERS, teacher_column
+
+    assert all(JOB_FEATURES[teacher_column(t)] == t for t in TEACHERS)
+    with pytest.raises(ValueError, match="unknown teacher 'oracle'"):
+        teacher_column("oracle")

@@ -100,3 +100,24 @@ def test_a_network_returning_nan_raises(tmp_path: Path) -> None:
 def test_an_empty_queue_is_an_empty_order() -> None:
     s = ClusterSnapshot(time=0.0, jobs=(), nodes=NODES)
     assert policies.make("rl").decide(s).order == ()
+
+
+def test_a_checkpoint_with_fewer_job_features_reads_the_leading_columns(tmp_path: Path) -> None:
+    # Columns are only ever appended to features.JOB_FEATURES: a network trained before a
+    # column was added reads the columns it knew (rl/model.py), so older checkpoints still load.
+    from slurm_rl.rl.features import N_JOB_FEATURES
+
+    torch.manual_seed(1)
+    old = rl_model.JobScorer(rl_model.ModelConfig(hidden=16, max_jobs=8,
+                                                  job_features=N_JOB_FEATURES - 3))
+    torch.nn.init.normal_(old.score.weight)
+    path = tmp_path / "old.pt"
+    rl_model.save(old, path)
+    s = _snap()
+    f = features(s, FeatureConfig(max_jobs=8))
+    with torch.no_grad():
+        want = old.score(old.embed(torch.cat(
+            [torch.from_numpy(f.job_feats[:8, :N_JOB_FEATURES - 3]),
+             torch.from_numpy(f.cluster_feats).expand(8, -1)], -1))).squeeze(-1)
+    d = policies.make("rl", checkpoint=str(path)).decide(s)
+    assert d == decision_from_scores(s, f.shown_ids, want.numpy())

@@ -30,6 +30,16 @@ CASES = {
     "gpus-unparsable": _case(GOOD, ["--rl-gpus", "two"], "--rl-gpus: can't read 'two'"),
     "gpus-more-than-cluster": _case(GOOD, ["--rl-gpus", "2-64"],
                                     "--rl-gpus: 2-64: partition gpu has only 16 GPUs"),
+    "gpus-min-above-partition": _case(GOOD, ["--rl-gpus", "17-20"],
+                                      "--rl-gpus: 17-20: partition gpu has only 16 GPUs"),
+    "gpus-no-even-split": _case(GOOD, ["--rl-gpus", "5-5"],
+                                "--rl-gpus: 5-5: the smallest even split over 2 node(s) is 6 "
+                                "GPUs (3 per node)"),
+    "gpus-no-even-split-on-nodes": _case(GOOD, ["--rl-gpus", "3-3", "-N", "2"],
+                                         "--rl-gpus: 3-3: the smallest even split over 2 node(s)"
+                                         " is 4 GPUs (2 per node)"),
+    "deadline-past-date": _case(GOOD, ["--rl-deadline", "2026-01-01"],
+                                "--rl-deadline: 2026-01-01 is in the past"),
     "gpus-sbatch-request-outside": _case(GOOD, ["--rl-gpus", "1-2", "--gres=gpu:4"],
                                          "--gres=gpu:4 asks for 4 GPUs, outside the range"),
     "gpus-per-task": _case(GOOD, ["--rl-gpus", "1-2", "--gpus-per-task=1"],

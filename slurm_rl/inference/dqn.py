@@ -1,0 +1,321 @@
+"""DRM-DQL and vanilla DQL (imports torch): the Q-network, its checkpoint, the greedy scheduler
+and the trainer (CleanRL's dqn.py read top to bottom: config -> seeding -> env -> network ->
+loop), docs/inference.md "Agents".
+
+`QNet` scores every device from that device's feature row (features.py) and the masked mean of
+all rows' hidden vectors, plus a linear term of the row, with shared weights: any device count
+works. Double DQN with a target
+network, a Huber loss and epsilon-greedy exploration over feasible devices.
+
+The one difference between the two agents is what reward a layer decision is stored with.
+Both hold every transition until its task has finished (its latency is not known before):
+- DRM-DQL (`matching=True`): each decision gets minus its matched share of the task's latency
+  (sim.py: how far that layer's finish pushed out the task's finish frontier), over the task's
+  reference time; the shares sum to the latency.
+- vanilla DQL (`matching=False`): the task's last decision gets minus the whole latency (same
+  scale), every other decision 0 — the plain delayed reward.
+Same network, same budget, same scenarios, same seeds.
+
+Checkpoint: `{"config": QConfig fields, "state_dict": ..., "meta": {...}}`, torch.save; loaded
+with `weights_only=True`. The scheduler runs the network in numpy (a placement is many tiny
+forward passes; torch's per-call overhead would dominate).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from slurm_rl.inference.env import InferenceEnv, Obs, Scenario
+from slurm_rl.inference.features import N_FEATURES, device_features
+from slurm_rl.inference.schedulers import metrics, run_episode
+from slurm_rl.inference.sim import InferenceSim
+
+
+@dataclass(frozen=True, kw_only=True)
+class QConfig:
+    features: int = N_FEATURES
+    hidden: int = 64
+
+
+class QNet(nn.Module):
+    def __init__(self, cfg: QConfig) -> None:
+        super().__init__()
+        self.cfg = cfg
+        h = cfg.hidden
+        self.embed = nn.Sequential(nn.Linear(cfg.features, h), nn.ReLU(), nn.Linear(h, h),
+                                   nn.ReLU())
+        self.head = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, 1))
+        # a linear path from the features: rules such as "earliest finish" are one step away
+        self.skip = nn.Linear(cfg.features, 1)
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """x (B, D, F), mask (B, D) 0/1 -> Q (B, D) (masked entries are meaningless)."""
+        h = self.embed(x)
+        m = mask.unsqueeze(-1)
+        ctx = (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1.0)
+        q: torch.Tensor = (self.head(torch.cat([h, ctx.expand_as(h)], -1))
+                           + self.skip(x)).squeeze(-1)
+        return q
+
+
+def save(net: QNet, path: str | Path, meta: dict[str, Any]) -> None:
+    torch.save({"config": asdict(net.cfg), "state_dict": net.state_dict(), "meta": meta},
+               str(path))
+
+
+def load(path: str | Path) -> tuple[QNet, dict[str, Any]]:
+    ck = torch.load(str(path), map_location="cpu", weights_only=True)
+    net = QNet(QConfig(**ck["config"]))
+    net.load_state_dict(ck["state_dict"])
+    return net.eval(), dict(ck.get("meta", {}))
+
+
+class QScheduler:
+    """Greedy placement by a trained QNet (numpy forward pass)."""
+
+    def __init__(self, net: QNet, name: str = "drm-dql") -> None:
+        self.name = name
+        sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
+        self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
+                  for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
+
+    def q_values(self, f: np.ndarray, ok: np.ndarray) -> np.ndarray:
+        (w0, b0), (w1, b1), (w2, b2), (w3, b3), (ws, bs) = self.w
+        h = np.maximum(np.maximum(f @ w0 + b0, 0.0) @ w1 + b1, 0.0)
+        n = int(ok.sum())
+        ctx = (ok.astype(np.float64) @ h) / max(n, 1)
+        k = h.shape[1]  # head.0 reads [h, ctx]: split its weight instead of concatenating
+        z = np.maximum(h @ w2[:k] + (ctx @ w2[k:] + b2), 0.0)
+        q: np.ndarray = (z @ w3 + (f @ ws) + (b3 + bs))[:, 0]
+        return q
+
+    def choose(self, sim: InferenceSim) -> int:
+        f, ok = device_features(sim)
+        return int(np.argmax(np.where(ok, self.q_values(f, ok), -np.inf)))
+
+
+def _h(text: str, default: Any) -> Any:
+    return field(default=default, metadata={"help": text})
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainConfig:
+    seed: int = _h("Seeds python, numpy, torch and the scenario draws.", 1)
+    matching: bool = _h("True: DRM-DQL (matched per-layer rewards); False: vanilla DQL.", True)
+    episodes: int = _h("Training episodes (one scenario each).", 40)
+    scenarios: int = _h("Distinct random training scenarios (env.training_scenarios).", 64)
+    hidden: int = _h("Hidden width of the Q-network.", 64)
+    learning_rate: float = _h("Adam step size.", 3e-4)
+    gamma: float = _h("Discount per layer decision.", 0.97)
+    buffer: int = _h("Replay buffer transitions.", 30_000)
+    batch: int = _h("Minibatch transitions.", 64)
+    train_every: int = _h("Decisions between gradient steps.", 4)
+    learning_starts: int = _h("Decisions before the first gradient step.", 1_000)
+    target_every: int = _h("Decisions between target-network copies.", 1_000)
+    eps_start: float = _h("Initial exploration rate.", 0.3)
+    eps_end: float = _h("Final exploration rate.", 0.02)
+    eps_fraction: float = _h("Share of the episodes over which epsilon decays.", 0.3)
+    validate_every: int = _h("Episodes between greedy validations (learning curve).", 5)
+    demo_episodes: int = _h("Warm start: HEFT episodes put into the replay buffer (0: none).", 8)
+    pretrain_steps: int = _h("Warm start: gradient steps on them before acting.", 1500)
+    margin: float = _h("Warm start: large-margin loss on the demonstrated actions.", 0.2)
+
+
+class _Replay:
+    def __init__(self, size: int, d: int, f: int) -> None:
+        self.obs = np.zeros((size, d, f), np.float32)
+        self.mask = np.zeros((size, d), np.float32)
+        self.nobs = np.zeros((size, d, f), np.float32)
+        self.nmask = np.zeros((size, d), np.float32)
+        self.act = np.zeros(size, np.int64)
+        self.rew = np.zeros(size, np.float32)
+        self.done = np.zeros(size, np.float32)
+        self.size, self.n, self.i = size, 0, 0
+
+    def add(self, t: tuple[Any, ...], r: float) -> None:
+        obs, a, nobs, done = t
+        i = self.i
+        self.obs[i], self.mask[i] = obs["devices"], obs["mask"]
+        self.nobs[i], self.nmask[i] = nobs["devices"], nobs["mask"]
+        self.act[i], self.rew[i], self.done[i] = a, r, float(done)
+        self.i, self.n = (i + 1) % self.size, min(self.n + 1, self.size)
+
+    def sample(self, rng: np.random.Generator, b: int) -> list[torch.Tensor]:
+        ix = rng.integers(self.n, size=b)
+        return [torch.from_numpy(a[ix]) for a in (self.obs, self.mask, self.act, self.rew,
+                                                   self.nobs, self.nmask, self.done)]
+
+
+def task_rewards(shares: Sequence[float], matching: bool) -> list[float]:
+    """The rewards a finished task's layer decisions are stored with. The task's cost is
+    log(1 + slowdown) (bounded, so a few disastrous exploratory placements do not swamp the
+    targets); DRM-DQL splits it over the decisions in proportion to their matched shares of
+    the latency, vanilla DQL gives it all to the task's last decision."""
+    total = float(sum(shares))
+    cost = float(np.log1p(total))
+    if not matching:
+        return [0.0] * (len(shares) - 1) + [-cost]
+    if total <= 0:
+        return [0.0] * len(shares)
+    return [-cost * s / total for s in shares]
+
+
+def validate(sched: QScheduler, scenarios: Sequence[Scenario], env: InferenceEnv) -> float:
+    """Mean slowdown (latency / reference time) of greedy placement over `scenarios`."""
+    out = []
+    for sc in scenarios:
+        sim = env.make_sim(sc)
+        out.append(metrics(run_episode(sim, sched), sim.dropped).slowdown)
+    return float(np.mean(out))
+
+
+def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int], replay: _Replay,
+             matching: bool, after_step: Callable[[], None] = lambda: None) -> float:
+    """One episode; every transition is held until its task finishes, then stored with its
+    reward (`task_rewards`). Returns the env's return (minus the sum of slowdowns)."""
+    obs, _ = env.reset(seed=seed)
+    held: dict[int, tuple[Any, ...]] = {}
+    done, ret = False, 0.0
+    while not done:
+        a = choose(obs)
+        nobs, r, done, _, info = env.step(a)
+        ret += r
+        held[info["step"]] = (obs, a, nobs, done)
+        for task_steps, shares in info["released"]:
+            for s, rr in zip(task_steps, task_rewards(shares, matching), strict=True):
+                replay.add(held.pop(s), rr)
+        obs = nobs
+        after_step()
+    return ret
+
+
+def train(cfg: TrainConfig, validation: Sequence[Scenario],
+          log: Callable[[str], None] = print) -> tuple[QNet, list[dict[str, float]]]:
+    """Train; returns the best-validated network and the learning curve rows (episode 0: after
+    the demonstration warm start)."""
+    random.seed(cfg.seed)
+    np.random.seed(cfg.seed)
+    torch.manual_seed(cfg.seed)
+    torch.set_num_threads(1)  # tiny batches: more threads only contend on a shared machine
+    rng = np.random.default_rng(cfg.seed)
+    from slurm_rl.inference.env import training_scenarios
+    from slurm_rl.inference.schedulers import EarliestFinish
+
+    env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed))
+    net = QNet(QConfig(hidden=cfg.hidden))
+    target = QNet(QConfig(hidden=cfg.hidden))
+    target.load_state_dict(net.state_dict())
+    opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
+    replay = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
+    curve: list[dict[str, float]] = []
+    best, best_state = float("inf"), net.state_dict()
+    t0 = time.perf_counter()
+
+    def record(ep: int, decisions: int, eps: float, ret: float) -> None:
+        nonlocal best, best_state
+        val = validate(QScheduler(net), validation, env)
+        curve.append({"episode": ep, "decisions": decisions, "epsilon": eps,
+                      "train_return": ret, "validation_slowdown": val,
+                      "seconds": time.perf_counter() - t0})
+        if val < best:
+            best, best_state = val, {k: v.clone() for k, v in net.state_dict().items()}
+        log(f"episode {ep}: {decisions} decisions, eps {eps:.2f}, validation slowdown "
+            f"{val:.3f} (best {best:.3f}), {time.perf_counter() - t0:.0f} s")
+
+    # Warm start (DQfD, the same for both agents): HEFT's episodes, stored with the agent's
+    # own rewards in a demonstration buffer; pretraining steps on it (TD + large margin), and
+    # every later step adds a demonstration batch's TD + margin loss to the online TD loss.
+    heft = EarliestFinish()
+
+    def demo(obs: Obs) -> int:
+        assert env.sim is not None
+        return heft.choose(env.sim)
+
+    demos = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
+    for k in range(cfg.demo_episodes):
+        _episode(env, 999_000_000 + cfg.seed * 1000 + k, demo, demos, cfg.matching)
+    for k in range(cfg.pretrain_steps if demos.n >= cfg.batch else 0):
+        _update(net, target, opt, demos.sample(rng, cfg.batch), cfg.gamma,
+                demos.sample(rng, cfg.batch), cfg.margin)
+        if (k + 1) % cfg.target_every == 0:
+            target.load_state_dict(net.state_dict())
+    target.load_state_dict(net.state_dict())
+    if cfg.demo_episodes:
+        record(0, 0, 0.0, 0.0)
+
+    steps = 0
+    sched = QScheduler(net)
+
+    def act(obs: Obs, eps: float) -> int:
+        ok = obs["mask"].astype(bool)
+        if rng.random() < eps:
+            return int(rng.choice(np.flatnonzero(ok)))
+        q = sched.q_values(obs["devices"].astype(np.float64), ok)
+        return int(np.argmax(np.where(ok, q, -np.inf)))
+
+    def after_step() -> None:
+        nonlocal steps, sched
+        steps += 1
+        if (steps >= cfg.learning_starts and steps % cfg.train_every == 0
+                and replay.n >= cfg.batch):
+            _update(net, target, opt, replay.sample(rng, cfg.batch), cfg.gamma,
+                    demos.sample(rng, cfg.batch) if demos.n >= cfg.batch else None, cfg.margin)
+            if steps % 100 == 0:
+                sched = QScheduler(net)
+        if steps % cfg.target_every == 0:
+            target.load_state_dict(net.state_dict())
+
+    for ep in range(cfg.episodes):
+        eps = max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end)
+                  * ep / max(1.0, cfg.eps_fraction * cfg.episodes))
+        sched = QScheduler(net)
+        ret = _episode(env, cfg.seed * 1_000_003 + ep, functools.partial(act, eps=eps),
+                       replay, cfg.matching, after_step)
+        if (ep + 1) % cfg.validate_every == 0 or ep + 1 == cfg.episodes:
+            record(ep + 1, steps, eps, ret)
+    net.load_state_dict(best_state)
+    return net.eval(), curve
+
+
+def _td_loss(net: QNet, target: QNet, batch: list[torch.Tensor], gamma: float,
+             margin: float) -> torch.Tensor:
+    obs, mask, act, rew, nobs, nmask, done = batch
+    qall = net(obs, mask)
+    q = qall.gather(1, act[:, None]).squeeze(1)
+    with torch.no_grad():
+        na = net(nobs, nmask).masked_fill(nmask == 0, -1e9).argmax(1, keepdim=True)
+        qn = target(nobs, nmask).gather(1, na).squeeze(1)
+        y = rew + gamma * (1.0 - done) * qn
+    loss = nn.functional.smooth_l1_loss(q, y)
+    if margin > 0:  # the demonstrated action must beat every other by `margin`
+        other = torch.ones_like(qall).scatter(1, act[:, None], 0.0) * margin
+        loss = loss + ((qall + other).masked_fill(mask == 0, -1e9).max(1).values - q).mean()
+    return loss
+
+
+def _update(net: QNet, target: QNet, opt: torch.optim.Optimizer, batch: list[torch.Tensor],
+            gamma: float, demo: list[torch.Tensor] | None = None, margin: float = 0.0) -> None:
+    """One Adam step on the TD loss of `batch`, plus (DQfD) TD + margin on a `demo` batch."""
+    loss = _td_loss(net, target, batch, gamma, 0.0)
+    if demo is not None:
+        loss = loss + _td_loss(net, target, demo, gamma, margin)
+    opt.zero_grad()
+    loss.backward()
+    nn.utils.clip_grad_norm_(net.parameters(), 10.0)
+    opt.step()
+
+
+def list_params() -> str:
+    return "\n".join(f"{f.name} = {f.default!r}  # {f.metadata['help']}"
+                     for f in dataclasses.fields(TrainConfig))

@@ -1,0 +1,151 @@
+"""`InferenceEnv`: a gymnasium environment over the inference simulator (docs/inference.md).
+
+Same conventions as the training-job `SchedulingEnv`: one episode is one scenario (drawn at
+every `reset` from the env's list with its seeded generator, or `options={"scenario": i}`); a
+step is one decision (here: the device for the current layer).
+
+Observation: Dict(devices: (max_devices, N_FEATURES) float32 — features.py, padding rows are 0;
+mask: MultiBinary(max_devices), 1 where the layer fits). Action: Discrete(max_devices).
+Reward: the delayed global reward, paid when it becomes known: at the step after which tasks
+finished, minus their latencies over their reference times (so an episode's return is minus the
+sum of slowdowns), minus `drop_penalty` per task refused for lack of memory.
+`info["released"]` carries each finished task's decision indices and matched shares (sim.py)
+so a learner can credit every layer decision — that is DRM-DQL's matching (dqn.py);
+`info["step"]` is the index of the decision just taken. An action naming a masked or missing
+device is replaced by the earliest-finish feasible device (`info["invalid_action"]`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import numpy.typing as npt
+from gymnasium import spaces
+
+from slurm_rl.inference import cluster as cl
+from slurm_rl.inference.features import N_FEATURES, device_features
+from slurm_rl.inference.profile import Profile, resolve
+from slurm_rl.inference.sim import InferenceSim, StreamConfig, TaskRecord
+
+Obs = dict[str, npt.NDArray[Any]]
+TRAIN_MODELS = ("vgg", "resnet", "bert")
+HELD_OUT_MODELS = ("mobilenet", "gpt")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    mix: str = "mixed"
+    """A compute-power mix (cluster.MIXES)."""
+    gbps: float = 10.0
+    models: tuple[str, ...] = TRAIN_MODELS
+    load: float = 0.5
+    tasks: int = 16
+    noise: float = 0.1
+    seed: int = 0
+
+    def cluster(self) -> cl.Cluster:
+        return cl.make(cl.MIXES[self.mix], self.gbps)
+
+
+def training_scenarios(n: int = 64, seed: int = 0) -> tuple[Scenario, ...]:
+    """Random scenarios over the training structures only: mix, 1-100 Gbit/s (log-uniform),
+    load 0.2-0.8."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(n):
+        out.append(Scenario(mix=str(rng.choice(list(cl.MIXES))),
+                            gbps=float(10 ** rng.uniform(0, 2)),
+                            models=TRAIN_MODELS, load=float(rng.uniform(0.2, 0.8)),
+                            seed=seed * 100_000 + k))
+    return tuple(out)
+
+
+class InferenceEnv(gym.Env[Obs, np.int64]):
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, scenarios: Sequence[Scenario] | None = None, *, max_devices: int = 16,
+                 drop_penalty: float = 10.0) -> None:
+        self.scenarios = tuple(scenarios) if scenarios else training_scenarios()
+        self.max_devices = max_devices
+        self.drop_penalty = drop_penalty
+        self.observation_space = spaces.Dict({  # type: ignore[assignment]
+            "devices": spaces.Box(-10.0, 20.0, (max_devices, N_FEATURES), np.float32),
+            "mask": spaces.MultiBinary(max_devices)})
+        self.action_space = spaces.Discrete(max_devices)  # type: ignore[assignment]
+        self._profiles: dict[str, Profile] = {}
+        self.sim: InferenceSim | None = None
+        self.scenario: Scenario | None = None
+        self._released: list[TaskRecord] = []
+        self._dropped = 0
+
+    def make_sim(self, sc: Scenario) -> InferenceSim:
+        profs = []
+        for m in sc.models:
+            if m not in self._profiles:
+                self._profiles[m] = resolve(m)
+            profs.append(self._profiles[m])
+        cluster = sc.cluster()
+        if cluster.n > self.max_devices:
+            raise ValueError(f"scenario has {cluster.n} devices, the env shows {self.max_devices}")
+        return InferenceSim(cluster, profs, StreamConfig(tasks=sc.tasks, load=sc.load,
+                                                         noise=sc.noise, seed=sc.seed))
+
+    def reset(self, *, seed: int | None = None,
+              options: dict[str, Any] | None = None) -> tuple[Obs, dict[str, Any]]:
+        super().reset(seed=seed)
+        if options is not None and "scenario" in options:
+            i = int(options["scenario"])
+        else:
+            i = int(self.np_random.integers(len(self.scenarios)))
+        self.scenario = self.scenarios[i]
+        self.sim = self.make_sim(self.scenario)
+        self._released, self._dropped = [], 0
+        self._skip_infeasible()
+        return self._observe(), self._info(-1)
+
+    def _skip_infeasible(self) -> None:
+        sim = self.sim
+        assert sim is not None
+        while not sim.done and not sim.options()[3].any():
+            self._released += sim.drop()
+            self._dropped += 1
+
+    def step(self, action: np.int64 | int) -> tuple[Obs, float, bool, bool, dict[str, Any]]:
+        sim = self.sim
+        if sim is None or sim.done:
+            raise RuntimeError("step() after the episode ended or before reset()")
+        step = sim.step_count
+        a = int(action)
+        ok = sim.options()[3]
+        invalid = not (0 <= a < len(ok) and ok[a])
+        if invalid:  # a masked device: the earliest-finish feasible one instead, and say so
+            a = int(np.argmin(np.where(ok, sim.options()[2], np.inf)))
+        self._released, self._dropped = sim.place(a), 0
+        self._skip_infeasible()
+        reward = -sum(r.latency / r.ref_s for r in self._released)
+        reward -= self.drop_penalty * self._dropped
+        info = self._info(step)
+        info["invalid_action"] = invalid
+        return self._observe(), float(reward), sim.done, False, info
+
+    def _observe(self) -> Obs:
+        m = self.max_devices
+        feats = np.zeros((m, N_FEATURES), np.float32)
+        mask = np.zeros(m, np.int8)
+        sim = self.sim
+        if sim is not None and not sim.done:
+            f, ok = device_features(sim)
+            feats[: len(f)] = f
+            mask[: len(ok)] = ok
+        return {"devices": feats, "mask": mask}
+
+    def _info(self, step: int) -> dict[str, Any]:
+        sim = self.sim
+        assert sim is not None
+        return {"step": step, "dropped": self._dropped, "time": sim.now,
+                "released": tuple((r.steps, tuple(s / r.ref_s for s in r.shares))
+                                  for r in self._released)}

@@ -1,0 +1,48 @@
+"""What a learned scheduler sees for the current layer: one feature row per device (pure numpy,
+shared by the environment, the trainer and `slurm-rl plan`). Times are relative to the task's
+reference time (its model alone on its best device) and log1p-compressed, so one network serves
+every model size, bandwidth and device count."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_rl.inference.sim import InferenceSim
+
+N_FEATURES = 13
+F32 = npt.NDArray[np.float32]
+
+
+def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
+    """(devices, N_FEATURES) float32 and the feasibility mask for the current layer."""
+    ready, start, finish, feasible = sim.options()
+    task, i = sim.task, sim.layer
+    t = task.t
+    now, scale = task.arrival, t.ref_s
+    lay = t.profile.layers[i]
+    base = max([task.arrival] + [task.est_fin[j] for j in lay.inputs if j >= 0])
+    best = float(finish[feasible].min()) if feasible.any() else float(finish.min())
+    n = sim.cluster.n
+    prev = np.zeros(n)
+    if i > 0:
+        prev[task.devices[i - 1]] = 1.0
+    off, rel_speed = sim.device_constants()
+    frontier = max(task.est_fin) if task.est_fin else now
+    f = np.empty((n, N_FEATURES), dtype=np.float64)
+    f[:, 0] = (finish - now) / scale
+    f[:, 1] = (finish - best) / scale
+    f[:, 2] = t.comp[i] / scale
+    f[:, 3] = (ready - base) / scale
+    f[:, 4] = (start - ready) / scale
+    f[:, 5] = t.suffix[i] / scale
+    f[:, 9] = t.out_bytes[i] * off / scale
+    f[:, 11] = (sim.est_free - now) / scale
+    f[:, 12] = (frontier - now) / scale
+    times = [0, 1, 2, 3, 4, 5, 9, 11, 12]
+    f[:, times] = np.log1p(np.clip(f[:, times], 0.0, 1e6))
+    f[:, 6] = prev
+    f[:, 7] = np.minimum((sim.used + t.need[i]) / sim.memory, 2.0)
+    f[:, 8] = 1.0 - i / len(t.profile.layers)
+    f[:, 10] = rel_speed
+    return f.astype(np.float32), feasible

@@ -1,0 +1,93 @@
+"""One model placed on an idle cluster: the plan `slurm-rl inference place` (and, inside a
+Slurm job, `slurm-rl plan`) prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from slurm_rl.inference.cluster import Cluster
+from slurm_rl.inference.profile import Profile, resolve
+from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, WholeModel
+from slurm_rl.inference.sim import InferenceSim, StreamConfig
+
+
+@dataclass(frozen=True, kw_only=True)
+class Plan:
+    model: str
+    scheduler: str
+    devices: tuple[str, ...]
+    """The device name of every layer, in profile order."""
+    layer_names: tuple[str, ...]
+    finish_s: tuple[float, ...]
+    """Estimated finish of each layer after the request arrives (no contention)."""
+
+    @property
+    def latency_s(self) -> float:
+        return max(self.finish_s)
+
+    @property
+    def stages(self) -> tuple[tuple[str, int, int], ...]:
+        """Runs of consecutive layers on one device: (device, first, last) layer indices."""
+        out: list[tuple[str, int, int]] = []
+        for i, d in enumerate(self.devices):
+            if out and out[-1][0] == d:
+                out[-1] = (d, out[-1][1], i)
+            else:
+                out.append((d, i, i))
+        return tuple(out)
+
+
+def resolve_model(name_or_path: str) -> Profile:
+    return resolve(name_or_path)
+
+
+def scheduler_for(name: str, checkpoint: Path | None) -> Scheduler:
+    if name == "heft":
+        return EarliestFinish()
+    if name == "whole":
+        return WholeModel()
+    from slurm_rl.inference import dqn
+    from slurm_rl.inference.experiments import DEFAULT_CHECKPOINT
+
+    path = checkpoint or DEFAULT_CHECKPOINT
+    try:
+        net = dqn.load(path)[0]
+    except Exception as exc:  # torch raises many kinds for a file that is not ours
+        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise CheckpointError(f"{path}: not a DRM-DQL checkpoint ({msg[:200]})") from None
+    return dqn.QScheduler(net)
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be loaded (one line)."""
+
+
+class NoRoomError(ValueError):
+    """A layer fits on no device."""
+
+
+def place(profile: Profile, cluster: Cluster, scheduler: str | Scheduler,
+          checkpoint: Path | None = None) -> Plan:
+    s = scheduler_for(scheduler, checkpoint) if isinstance(scheduler, str) else scheduler
+    sim = InferenceSim(cluster, [profile], StreamConfig(tasks=1, noise=0.0))
+    while not sim.done:
+        ok = sim.options()[3]
+        if not ok.any():
+            raise NoRoomError(f"{profile.model}: layer {sim.layer} "
+                              f"({profile.layers[sim.layer].name}) fits on no device's memory")
+        sim.place(s.choose(sim))
+    r = sim.records[0]
+    return Plan(model=profile.model, scheduler=s.name,
+                devices=tuple(cluster.devices[d].name for d in r.devices),
+                layer_names=tuple(lay.name for lay in profile.layers),
+                finish_s=tuple(f - r.arrival for f in r.finishes))
+
+
+def format_plan(p: Plan) -> str:
+    lines = [f"# {p.model} by {p.scheduler}: predicted latency {p.latency_s * 1e3:.3f} ms, "
+             f"{len(p.stages)} stage(s)"]
+    for dev, a, b in p.stages:
+        lines.append(f"stage {dev} layers {a}-{b} ({p.layer_names[a]} .. {p.layer_names[b]}) "
+                     f"done at {p.finish_s[b] * 1e3:.3f} ms")
+    return "\n".join(lines)

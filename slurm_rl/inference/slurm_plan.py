@@ -1,0 +1,86 @@
+"""`slurm-rl plan MODEL`: run inside a Slurm job, place MODEL's layers over the nodes Slurm gave
+the job (SLURM_JOB_NODELIST, expanded by `scontrol show hostnames`) with the trained agent, and
+print the plan (docs/inference.md, "On Slurm"). Each node is one device of `--device-type`
+(a preset), linked at `--bandwidth-gbps`, or described by a `--cluster` file naming the same
+number of devices in node order; the first node (the batch host) receives the input.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import click
+
+from slurm_rl.inference import cluster as cl
+from slurm_rl.inference.profile import ProfileError
+
+
+def job_nodes(nodelist: str) -> tuple[str, ...]:
+    """The job's node names in Slurm's order."""
+    from slurm_rl.slurm.runner import SubprocessRunner, check
+
+    out = check(SubprocessRunner().run(["scontrol", "show", "hostnames", nodelist]))
+    names = tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+    if not names:
+        raise click.ClickException(f"scontrol show hostnames {nodelist!r} named no node")
+    return names
+
+
+@click.command("plan")
+@click.argument("model")
+@click.option("--nodes", default=None, help="A Slurm node list instead of SLURM_JOB_NODELIST "
+                                            "(outside a job).")
+@click.option("--device-type", type=click.Choice(sorted(cl.PRESETS)), default="cpu",
+              show_default=True, help="Every node is one device of this preset.")
+@click.option("--bandwidth-gbps", type=click.FloatRange(min=1e-6, max=1e6), default=10.0,
+              show_default=True)
+@click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None, help="Devices and bandwidth from a file (one device per node, "
+                                 "in node order) instead of --device-type/--bandwidth-gbps.")
+@click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole"]),
+              default="drm-dql", show_default=True)
+@click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
+def plan_command(model: str, nodes: str | None, device_type: str, bandwidth_gbps: float,
+                 cluster_file: Path | None, scheduler: str, checkpoint: Path | None,
+                 as_json: bool) -> None:
+    """Place MODEL (a shipped structure or a profile file) over this job's nodes."""
+    from slurm_rl.inference import plan
+
+    nodelist = nodes or os.environ.get("SLURM_JOB_NODELIST")
+    if not nodelist:
+        raise click.UsageError("not inside a Slurm job (SLURM_JOB_NODELIST is unset); "
+                               "give --nodes")
+    names = job_nodes(nodelist)
+    try:
+        prof = plan.resolve_model(model)
+    except ProfileError as exc:
+        raise click.BadParameter(str(exc), param_hint="MODEL") from None
+    if cluster_file is not None:
+        try:
+            base = cl.load(cluster_file)
+        except cl.ClusterError as exc:
+            raise click.BadParameter(str(exc), param_hint="--cluster") from None
+        if base.n != len(names):
+            raise click.BadParameter(f"{cluster_file}: {base.n} devices, the job has "
+                                     f"{len(names)} nodes", param_hint="--cluster")
+    else:
+        base = cl.make([device_type] * len(names), bandwidth_gbps)
+    devices = tuple(replace(d, name=n) for d, n in zip(base.devices, names, strict=True))
+    c = cl.Cluster(devices=devices, bandwidth=base.bandwidth, source=base.source)
+    try:
+        p = plan.place(prof, c, scheduler, checkpoint)
+    except plan.CheckpointError as exc:
+        raise click.BadParameter(str(exc), param_hint="--checkpoint") from None
+    except plan.NoRoomError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        click.echo(json.dumps({"model": p.model, "scheduler": p.scheduler,
+                               "predicted_latency_s": p.latency_s, "nodes": list(names),
+                               "stages": [{"node": d, "first": a, "last": b}
+                                          for d, a, b in p.stages]}))
+    else:
+        click.echo(plan.format_plan(p))

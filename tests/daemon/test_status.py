@@ -1,0 +1,118 @@
+"""`slurm-rl status`: the forecast (pure), and the queue read by an unprivileged user from the
+database a daemon recorded on the test cluster."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cluster_jobs import SLURM_RL, Jobs, run_daemon, squeue, wait_for
+
+from slurm_rl.core import Intent, ServiceClass
+from slurm_rl.daemon.forecast import Forecast, Running, Waiting, forecast
+
+AS_USER = Path(__file__).with_name("as_user.py")
+
+
+def test_the_forecast_keeps_the_order_and_backfills_what_fits() -> None:
+    plan = forecast(100.0, 8, [Running(job_id="r", gpus=6, end=160.0)],
+                    [Waiting(job_id="a", gpus=4, duration_s=50.0),    # waits for r
+                     Waiting(job_id="b", gpus=2, duration_s=60.0),    # fits now, ends at 160
+                     Waiting(job_id="c", gpus=2, duration_s=100.0),   # would delay a: after it
+                     Waiting(job_id="d", gpus=9, duration_s=10.0)])   # never fits
+    assert plan["r"] == Forecast(start=None, finish=160.0)
+    assert plan["a"] == Forecast(start=160.0, finish=210.0)
+    assert plan["b"] == Forecast(start=100.0, finish=160.0)
+    assert plan["c"] == Forecast(start=160.0, finish=260.0)
+    assert plan["d"] == Forecast(start=None, finish=None)
+
+
+def test_unknown_limits_hold_gpus_for_ever() -> None:
+    plan = forecast(0.0, 4, [Running(job_id="r", gpus=4, end=None)],
+                    [Waiting(job_id="a", gpus=1, duration_s=10.0)])
+    assert plan["r"].finish is None and plan["a"] == Forecast(start=None, finish=None)
+    plan = forecast(0.0, 4, [], [Waiting(job_id="a", gpus=2, duration_s=None),
+                                 Waiting(job_id="b", gpus=2, duration_s=5.0),
+                                 Waiting(job_id="c", gpus=1, duration_s=5.0)])
+    assert plan["a"] == Forecast(start=0.0, finish=None)
+    assert plan["b"] == Forecast(start=0.0, finish=5.0)
+    assert plan["c"] == Forecast(start=5.0, finish=10.0)
+
+
+@pytest.fixture
+def shared_dir() -> Iterator[Path]:
+    """A folder any user may enter (pytest's tmp_path is private to root)."""
+    path = Path(tempfile.mkdtemp(prefix="slurm-rl-status-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def as_nobody(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(AS_USER), *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.slurm
+def test_any_user_reads_the_queue_the_daemon_recorded(jobs: Jobs, shared_dir: Path) -> None:
+    db = shared_dir / "s.db"
+    now = int(time.time())
+    running = jobs.submit("run", sleep=120, minutes=3)
+    wait_for(lambda: squeue([running], "State").get(running, [""])[0] == "RUNNING", 60,
+             "the running job to start")
+    pending = [jobs.submit(f"p{i}", gpus=1 + i % 2, minutes=10, begin="now+3600",
+                           intent=Intent(deadline=float(now + 7200 - 600 * i)))
+               for i in range(3)]
+    besteffort = jobs.submit("be", begin="now+3600",
+                             intent=Intent(service_class=ServiceClass.BESTEFFORT))
+    run_daemon(db, jobs.prefix)
+    out = as_nobody("status", "--db", str(db), "--json")
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["policy"] == "deadline" and data["dry_run"] is False
+    assert data["gpus_total"] >= 16 and data["as_of"] > now - 5
+    rows = {r["job_id"]: r for r in data["rows"]}
+    ours = [r for r in data["rows"] if r["name"].startswith(jobs.prefix)]
+    # Pending first, in the daemon's order: the earliest deadline first, best effort last.
+    order = [r["job_id"] for r in ours if r["state"] == "PENDING"]
+    assert order == [pending[2], pending[1], pending[0], besteffort], order
+    ranks = [rows[j]["rank"] for j in order]
+    assert ranks == sorted(ranks) and all(isinstance(r, int) for r in ranks)
+    for i, job in enumerate(pending):
+        r = rows[job]
+        assert r["managed"] and r["reason"] and r["service_class"] == "standard"
+        assert r["gpus"] == 1 + i % 2 and r["deadline"] == now + 7200 - 600 * i
+        assert r["predicted_start"] is not None
+        assert r["predicted_finish"] == pytest.approx(r["predicted_start"] + 600)
+        assert r["slack_s"] == pytest.approx(r["deadline"] - r["predicted_finish"])
+    assert rows[besteffort]["service_class"] == "besteffort"
+    assert rows[besteffort]["slack_s"] is None
+    run = rows[running]
+    assert run["state"] == "RUNNING" and run["rank"] is None and run["reason"] == "running"
+    assert run["predicted_finish"] == pytest.approx(run["predicted_start"] + 180)
+
+    table = as_nobody("status", "--db", str(db), "--user", ours[0]["user"], "--all")
+    assert table.returncode == 0, table.stderr
+    assert "rank" in table.stdout and "slack" in table.stdout
+    for job in (*pending, besteffort, running):
+        assert job in table.stdout
+
+    db.chmod(0o600)  # the site keeps it private: one clear line, exit 1
+    refused = as_nobody("status", "--db", str(db))
+    assert refused.returncode == 1
+    assert refused.stderr.strip() == f"Error: {db}: can not read it (Permission denied)"
+
+
+def test_no_database_is_one_line(tmp_path: Path) -> None:
+    out = subprocess.run([SLURM_RL, "status", "--db", str(tmp_path / "none.db")],
+                         capture_output=True, text=True)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (f"Error: {tmp_path / 'none.db'}: no slurm-rl database there "
+                                  "(has the daemon run?)")

@@ -1,0 +1,83 @@
+"""inference/env.py and dqn.py: the gymnasium env, delayed-reward matching, the Q-network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from gymnasium.utils.env_checker import check_env
+
+from slurm_rl.inference import dqn
+from slurm_rl.inference.env import InferenceEnv, Scenario
+from slurm_rl.inference.schedulers import EarliestFinish, run_episode
+
+SMALL = (Scenario(mix="mixed", gbps=5.0, models=("vgg", "bert"), tasks=4, load=0.8, seed=1),
+         Scenario(mix="cpu", gbps=50.0, models=("resnet",), tasks=3, load=0.3, seed=2))
+
+
+def test_env_passes_gymnasium_checks_and_pays_the_delayed_reward() -> None:
+    env = InferenceEnv(SMALL)
+    check_env(env, skip_render_check=True)
+    obs, info = env.reset(seed=0, options={"scenario": 0})
+    total, released, done, steps = 0.0, [], False, 0
+    while not done:
+        a = int(np.flatnonzero(obs["mask"])[0])
+        obs, r, done, _, info = env.step(a)
+        assert info["step"] == steps
+        steps += 1
+        total += r
+        released += info["released"]
+    assert len(released) == 4
+    # the return is minus the sum of slowdowns; every task's shares add up to it
+    assert total == pytest.approx(-sum(sum(sh) for _, sh in released))
+    assert sorted(s for st, _ in released for s in st) == list(range(steps))
+    assert env.sim is not None and len(env.sim.records) == 4
+
+
+def test_drm_and_vanilla_rewards_have_the_same_sum_per_task() -> None:
+    env = InferenceEnv(SMALL[:1])
+    env.reset(seed=0)
+    sim = env.sim
+    assert sim is not None
+    recs = run_episode(sim, EarliestFinish())
+    for r in recs:
+        shares = [s / r.ref_s for s in r.shares]
+        assert all(s >= 0 for s in shares)
+        assert sum(shares) == pytest.approx(r.latency / r.ref_s)
+
+
+def test_numpy_q_values_equal_torch_and_checkpoint_round_trips(tmp_path: Path) -> None:
+    torch.manual_seed(0)
+    net = dqn.QNet(dqn.QConfig(hidden=16))
+    x = torch.randn(1, 5, net.cfg.features)
+    mask = torch.tensor([[1, 1, 0, 1, 0]], dtype=torch.float32)
+    q_torch = net(x, mask)[0].detach().numpy()
+    q_np = dqn.QScheduler(net).q_values(x[0].double().numpy(), mask[0].numpy().astype(bool))
+    assert np.allclose(q_torch, q_np, atol=1e-5)
+    dqn.save(net, tmp_path / "q.pt", {"seed": 7})
+    net2, meta = dqn.load(tmp_path / "q.pt")
+    assert meta == {"seed": 7} and torch.equal(net2(x, mask), net(x, mask))
+
+
+@pytest.mark.parametrize("matching", [True, False])
+def test_tiny_training_runs_and_validates(matching: bool) -> None:
+    cfg = dqn.TrainConfig(episodes=2, scenarios=2, learning_starts=50, train_every=8,
+                          target_every=100, validate_every=1, buffer=2000, hidden=8,
+                          demo_episodes=1, pretrain_steps=10, matching=matching)
+    net, curve = dqn.train(cfg, SMALL[1:], log=lambda s: None)
+    assert [r["episode"] for r in curve] == [0, 1, 2]  # 0: after the warm start
+    assert all(np.isfinite(r["validation_slowdown"]) and r["validation_slowdown"] >= 1 - 1e-9
+               for r in curve)
+    env = InferenceEnv(SMALL)
+    assert dqn.validate(dqn.QScheduler(net), SMALL, env) >= 1 - 1e-9
+
+
+def test_task_rewards_matched_versus_vanilla() -> None:
+    shares = [0.5, 0.0, 1.5, 2.0]  # slowdown 4
+    drm = dqn.task_rewards(shares, matching=True)
+    van = dqn.task_rewards(shares, matching=False)
+    assert sum(drm) == pytest.approx(sum(van)) == pytest.approx(-np.log1p(4.0))
+    assert van[:-1] == [0.0, 0.0, 0.0]
+    assert drm[1] == 0.0 and drm[3] == pytest.approx(4 * drm[0])

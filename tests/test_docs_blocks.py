@@ -1,0 +1,222 @@
+"""Docs that are tests (issue 14): every shell block in README.md and docs/*.md is run here, run
+with smaller inputs ("shortened"), or skipped with the reason printed (a site's example, a
+transcript of output, a run of many minutes covered elsewhere).
+
+Blocks are found by their fence (```sh, ```bash, ```shell, ```console, or an unlabelled block
+whose lines look like commands) and named by file and first command line. A block that is not
+in BLOCKS fails `test_every_block_is_classified`: a new doc block must say what it is. The
+summary line (blocks run, shortened, skipped) is printed by that test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
+SHELL = {"sh", "bash", "shell", "console"}
+COMMANDS = re.compile(r"^\s*(\$ |slurm-rl |rlsbatch |\.venv/|make |python|SLURM_CONF=)", re.M)
+
+
+@dataclass(frozen=True)
+class Block:
+    doc: str
+    first: str
+    """The first line that is not a comment: the block's name."""
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class How:
+    skip: str = ""
+    """Why the block is not run (empty: it is run)."""
+    shorten: str = ""
+    """Why it is run with changed input (replace, keep_lines say how)."""
+    replace: tuple[tuple[str, str], ...] = ()
+    keep_lines: tuple[int, ...] = field(default_factory=tuple)
+    """Run only these lines of the block (0-based; continuation lines follow their first)."""
+    expect: str = ""
+    """Text the output must contain."""
+
+
+SITE = "a site's example (systemd, /etc, /opt or the controller's slurm.conf)"
+TRANSCRIPT = "a transcript of output, not commands to run"
+BLOCKS: dict[tuple[str, str], How] = {
+    ("README.md", "make demo    # installs what it needs, starts a 4-node test cluster, runs a "
+                  "small mixed workload"):
+        How(skip="the whole set-up; CI runs make test, and the demo's hint and Quick look are "
+                 "tests/test_first_hour_cluster.py"),
+    ("README.md", "source .venv/bin/activate"):
+        How(skip="run by tests/test_first_hour_cluster.py (its own job name and database)"),
+    ("docs/admin.md", "python3 -m venv /opt/slurm-rl/venv"): How(skip=SITE),
+    ("docs/admin.md", "install -m 644 docs/slurm-rl-agent.service "
+                      "/etc/systemd/system/slurm-rl-agent.service"): How(skip=SITE),
+    ("docs/admin.md", "[daemon]"): How(skip=SITE),
+    ("docs/admin.md", "systemd-analyze verify slurm-rl.service slurm-rl-agent.service   "
+                      "# no findings (with ExecStart present)"): How(skip=SITE),
+    ("docs/admin.md", "systemctl stop slurm-rl"): How(skip=SITE),
+    ("docs/admin.md", "slurm-rl admin job-submit-lua --config /etc/slurm-rl/slurm-rl.toml "
+                      "--operator slurm \\"): How(skip=SITE),
+    ("docs/admin.md", "sbatch --test-only --comment='{rl1:c=critical}' --wrap true     "
+                      "# must be refused"):
+        How(skip="needs job_submit.lua loaded in slurmctld (a site's check; the test "
+                 "cluster's plugin is tested in tests/test_trust_lua.py)"),
+    ("docs/admin.md", "$ sbatch --comment='{rl1:d=1796160636,c=critical}' job.sh"):
+        How(skip=TRANSCRIPT),
+    ("docs/admin.md", ".venv/bin/slurm-rl admin job-submit-lua --config "
+                      "docker/config/slurm-rl-trust.toml \\"):
+        How(shorten="written to a temporary file (not over the tracked one) and compared",
+            replace=(("-o docker/config/job_submit.lua", "-o \"$TMP/job_submit.lua\" && "
+                      "cmp \"$TMP/job_submit.lua\" docker/config/job_submit.lua && "
+                      "echo same-as-shipped"),),
+            expect="same-as-shipped"),
+    ("docs/daemon.md", "mkdir -p /etc/slurm-rl /var/lib/slurm-rl"): How(skip=SITE),
+    ("docs/daemon.md", "$ slurm-rl explain 56 --db /var/lib/slurm-rl/slurm-rl.db"):
+        How(skip=TRANSCRIPT),
+    ("docs/daemon.md", "$ slurm-rl status --db /var/lib/slurm-rl/slurm-rl.db"):
+        How(skip=TRANSCRIPT),
+    ("docs/daemon.md", "$ slurm-rl replay --db r.db --since 1h --policy sjf --plot replay.png"):
+        How(skip=TRANSCRIPT),
+    ("docs/daemon.md", "slurm-rl agent --once          # sample, write, exit"):
+        How(shorten="without `slurm-rl agent` (it runs until stopped); no NVML here, so the "
+                    "agent says so and writes nothing", keep_lines=(0, 2),
+            expect="slurm-rl agent:"),
+    ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/rigid.toml "
+                           "--workers 2   # 4-9 min on 2 cores"):
+        How(skip="4-9 minutes; evaluate on a small scenario file is "
+                 "tests/test_first_hour_errors.py and tests/sim/test_sim_cli.py"),
+    ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
+                           "--workers 2   # about 40 min on 2 cores"):
+        How(skip="about 40 minutes (as above)"),
+    ("docs/inference.md", ".venv/bin/slurm-rl inference profile            "
+                          "# regenerate profiles + CPU times (~5 s)"):
+        How(skip="rewrites the shipped profiles (tests/inference cover the command)"),
+    ("docs/inference.md", ".venv/bin/slurm-rl inference place resnet --cluster "
+                          "examples/inference/cluster.toml"):
+        How(expect="# resnet by drm-dql: predicted latency"),
+    ("docs/inference.md", 'sbatch -N 2 --wrap "slurm-rl plan mobilenet --device-type t4 '
+                          '--bandwidth-gbps 100 --json"'):
+        How(skip="submits a job; tests/inference/test_inference_slurm_plan.py runs it"),
+    ("docs/inference.md", "SLURM_RL_BIN=$PWD/.venv/bin/slurm-rl SLURM_RL_PYTHON=$PWD/.venv/bin/"
+                          "python sbatch -N 2 examples/inference/pipeline.sbatch mobilenet 30"):
+        How(skip="submits a job; tests/inference/test_inference_pipeline_slurm.py runs it"),
+    ("docs/inference.md", ".venv/bin/slurm-rl inference profile                                  "
+                          "# profiles + CPU calibration"):
+        How(skip="runs of many minutes that rewrite shipped files (test_inference_cli.py "
+                 "runs profile and train on small inputs; evaluate's sweep is not run in tests)"),
+    ("docs/policies.md", "for c in 09 10 02 04; do for load in 0.8 1.0; do"):
+        How(shorten="one trace, one load, 100 jobs (the full loop takes many minutes)",
+            replace=(("for c in 09 10 02 04", "for c in 10"), ("0.8 1.0", "0.8"),
+                     ("--window 0:2000", "--window 0:100")),
+            expect='"policy": "srtf2d-oracle"'),
+    ("docs/reliability.md", ".venv/bin/python benchmarks/bench_retention.py --seconds 120 "
+                            "--retention-s 20"): How(skip="a 2-minute benchmark"),
+    ("docs/reliability.md", ".venv/bin/python benchmarks/bench_retention.py --seconds 360"):
+        How(skip="a 6-minute benchmark"),
+    ("docs/reliability.md", "SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \\"):
+        How(skip="a 2-minute benchmark on the cluster"),
+    ("docs/rlsbatch.md", "rlsbatch --rl-deadline +6h --rl-class critical --rl-gpus 2-8 -J train "
+                         "-t 8:00:00 train.sh --lr 3e-4"):
+        How(skip="train.sh is the user's own training script"),
+    ("docs/rlsbatch.md", "#SBATCH -J resnet -t 4:00:00 --comment=\"ablation 3\""):
+        How(skip="a job script (its #RLSBATCH lines are tests/submit)"),
+    ("docs/rlsbatch.md", "$ rlsbatch --dry-run --rl-deadline +6h --rl-gpus 6-8 -J x job.sh"):
+        How(skip=TRANSCRIPT),
+    ("docs/rlsbatch.md", "$ rlsbatch --hold --rl-deadline +6h --rl-hard --gres=gpu:1 -t 60 "
+                         "train.sh"): How(skip=TRANSCRIPT),
+    ("docs/rlsbatch.md", "#RLSBATCH --rl-elastic --rl-gpus 1-4 --rl-deadline +12h"):
+        How(skip="a job script (tests/daemon/test_resize_slurm.py runs one like it)"),
+    ("docs/rlsbatch.md", "slurm-rl progress 1200 --total 10000 [--rate 3.5] [--job ID] "
+                         "[--interval 30] [--force]"):
+        How(skip="a synopsis ([...] options; run inside a job)"),
+    ("docs/sim-to-real.md", "make cluster && eval \"$(docker/cluster env)\""):
+        How(skip="a replay takes minutes and raises slurmctld's debug level on the shared "
+                 "cluster (the --resim block below runs)"),
+    ("docs/sim-to-real.md", ".venv/bin/python benchmarks/sim_to_real.py --resim "
+                            "docs/sim-to-real/replay-4.json --no-slurm-timing"):
+        How(expect="| fifo | 50 |"),
+    ("docs/simulator.md", "slurm-rl simulate --trace data:itp-deadline-cluster10.csv "
+                          "--format itp-deadline \\"):
+        How(expect="policy tiresias on data:itp-cluster01.swf: 500 jobs"),
+    ("docs/simulator.md", "slurm-rl evaluate --scenarios docs/eval/rigid.toml --workers 2 "
+                          "--out /tmp/eval-rigid   # 4-9 min"):
+        How(skip="4-9 minutes (evaluate on a small scenario file: "
+                 "tests/test_first_hour_errors.py)"),
+    ("docs/simulator.md", ".venv/bin/python benchmarks/bench_sim.py           "
+                          "# every registered non-oracle policy"):
+        How(skip="benchmarks of minutes; they print figures, they are not tests"),
+}
+
+
+def find_blocks() -> list[Block]:
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    found = []
+    for path in docs:
+        for match in FENCE.finditer(path.read_text()):
+            lang, text = match.group(1), match.group(2)
+            if lang not in SHELL and not (lang == "" and COMMANDS.search(text)):
+                continue
+            lines = [ln for ln in text.splitlines() if ln.strip() and (
+                not ln.startswith("#") or ln.startswith(("#SBATCH", "#RLSBATCH")))]
+            found.append(Block(doc=str(path.relative_to(REPO)),
+                               first=lines[0] if lines else "", text=text))
+    return found
+
+
+BLOCKS_FOUND = find_blocks()
+
+
+def test_every_block_is_classified(capsys: pytest.CaptureFixture[str]) -> None:
+    unknown = [(b.doc, b.first) for b in BLOCKS_FOUND if (b.doc, b.first) not in BLOCKS]
+    assert not unknown, f"doc blocks not in tests/test_docs_blocks.py BLOCKS: {unknown}"
+    gone = sorted(set(BLOCKS) - {(b.doc, b.first) for b in BLOCKS_FOUND})
+    assert not gone, f"BLOCKS names blocks no doc has any more: {gone}"
+    hows = [BLOCKS[(b.doc, b.first)] for b in BLOCKS_FOUND]
+    ran = sum(1 for h in hows if not h.skip and not h.shorten)
+    short = sum(1 for h in hows if h.shorten)
+    skipped = sum(1 for h in hows if h.skip)
+    with capsys.disabled():  # printed even under -q: the reasons are in the skip summary
+        print(f"\ndocs blocks: {len(hows)} in README.md and docs/*.md: {ran} run as written, "
+              f"{short} shortened, {skipped} skipped with a reason")
+    assert ran + short + skipped == len(hows)
+
+
+def lines_of(text: str, keep: tuple[int, ...]) -> str:
+    """The commands at line indexes `keep`, each with its continuation lines."""
+    raw = text.splitlines()
+    out: list[str] = []
+    for i in keep:
+        j = i
+        out.append(raw[j])
+        while raw[j].rstrip().endswith("\\"):
+            j += 1
+            out.append(raw[j])
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.slurm
+@pytest.mark.parametrize("block", BLOCKS_FOUND, ids=lambda b: f"{b.doc}:{b.first[:40]}")
+def test_doc_block(block: Block, tmp_path: Path) -> None:
+    how = BLOCKS.get((block.doc, block.first))
+    if how is None:
+        pytest.fail("not classified: see test_every_block_is_classified")
+    if how.skip:
+        pytest.skip(f"{block.doc}: {how.skip}")
+    script = lines_of(block.text, how.keep_lines) if how.keep_lines else block.text
+    for old, new in how.replace:
+        assert old in script, f"{old!r} is no longer in the block"
+        script = script.replace(old, new)
+    env = {**os.environ, "TMP": str(tmp_path),
+           "PATH": f"{REPO / '.venv' / 'bin'}:{os.environ['PATH']}"}
+    proc = subprocess.run(["bash", "-e", "-o", "pipefail", "-c", script], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=300)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert "Traceback" not in out, out
+    assert how.expect in out, out
