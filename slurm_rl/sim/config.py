@@ -70,7 +70,8 @@ class EngineConfig:
     apply are ignored (counted in notes)."""
     skip_futile: bool = True
     """Skip decide() calls that can not change anything, by what the policy declares it may do
-    (slurm_rl.policies.capabilities: not Preempting, not Resizing, not Observing): see
+    (slurm_rl.policies.capabilities: not Preempting, not Observing, and Resizing only while a
+    running job is one it `may_resize`): see
     Simulator._worth_deciding. Exact for pure policies; a large saving on big traces. Only
     with decide_on_events and no decision_delay_s: on a fixed cycle a skipped call would leave
     the previous ranks in force until the next tick."""
