@@ -234,6 +234,18 @@ def _seconds(key: str, value: float) -> None:
     _positive(key, value, low=SECONDS_RANGE[0], high=SECONDS_RANGE[1])
 
 
+def seconds_option(_ctx: object, param: object, value: float | None) -> float | None:
+    """A click option callback: an interval given on the command line obeys the same rule as
+    in the config file (SECONDS_RANGE), else a usage error (exit 2)."""
+    import click  # (lazily: the config module itself does not need click)
+
+    low, high = SECONDS_RANGE
+    if value is not None and not (math.isfinite(value) and low <= value <= high):
+        raise click.BadParameter(f"must be between {low:g} and {high:g} seconds (got {value})",
+                                 param=param if isinstance(param, click.Parameter) else None)
+    return value
+
+
 def config_path(path: str | Path | None = None) -> Path | None:
     """The config file to read: `path`, else $SLURM_RL_CONFIG, else the default if present."""
     if path is not None:

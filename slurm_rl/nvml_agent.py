@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib
 import logging
-import math
 import socket
 import threading
 import time
@@ -22,7 +21,7 @@ from typing import Any, Protocol
 
 import click
 
-from slurm_rl.config import SECONDS_RANGE
+from slurm_rl.config import seconds_option
 from slurm_rl.core import GpuSample
 from slurm_rl.gpu_extra import encode_samples
 from slurm_rl.slurm.runner import CommandResult, Runner, SubprocessRunner, check
@@ -156,19 +155,9 @@ def run_agent(*, node: str, interval_s: float, once: bool, stop: threading.Event
     return 0
 
 
-def _interval_seconds(_ctx: click.Context, param: click.Parameter, value: float | None
-                      ) -> float | None:
-    # The same rule as [agent] interval_s in the config file (a usage error, exit 2).
-    low, high = SECONDS_RANGE
-    if value is not None and not (math.isfinite(value) and low <= value <= high):
-        raise click.BadParameter(f"must be between {low:g} and {high:g} seconds (got {value})",
-                                 param=param)
-    return value
-
-
 @click.command("agent")
 @click.option("--once", is_flag=True, help="Sample and write once, then exit.")
-@click.option("--interval", "interval_s", type=float, callback=_interval_seconds,
+@click.option("--interval", "interval_s", type=float, callback=seconds_option,
               help="Seconds between samples, 0.1 to 86400 (default: [agent] interval_s).")
 @click.option("--node", default=None, help="Slurm node name (default: the short hostname).")
 @click.option("--print", "echo", is_flag=True,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 import signal
 import sys
@@ -16,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from slurm_rl.config import SECONDS_RANGE, Actuation, Config, ConfigError, Scope, load_config
+from slurm_rl.config import Actuation, Config, ConfigError, Scope, load_config, seconds_option
 from slurm_rl.core import Policy
 from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.trust import Grants
@@ -168,16 +167,6 @@ def close_database(engine: Engine, sessions: sessionmaker[Session], lock: Databa
         lock.release()
 
 
-def _positive_seconds(_ctx: click.Context, param: click.Parameter, value: float | None
-                      ) -> float | None:
-    # The same rule as [daemon] interval_s in the config file.
-    low, high = SECONDS_RANGE
-    if value is not None and not (math.isfinite(value) and low <= value <= high):
-        raise click.BadParameter(f"must be between {low:g} and {high:g} seconds (got {value})",
-                                 param=param)
-    return value
-
-
 def parse_policy_options(items: Sequence[str]) -> dict[str, Any]:
     """KEY=VALUE strings → keyword arguments (whole numbers, numbers, true/false converted)."""
     out: dict[str, Any] = {}
@@ -253,7 +242,7 @@ def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> Pol
 
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
-@click.option("--interval", "interval_s", type=float, callback=_positive_seconds,
+@click.option("--interval", "interval_s", type=float, callback=seconds_option,
               help="Seconds between cycle starts, 0.1 to 86400 (default: [daemon] interval_s).")
 @click.option("--policy", help="Policy name (default: [daemon] policy; see slurm-rl policies).")
 @click.option("--policy-option", "policy_option", multiple=True, metavar="KEY=VALUE",
