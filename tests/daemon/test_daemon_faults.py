@@ -128,6 +128,9 @@ def _start_slurmctld() -> None:
              == 0, 60, "the cluster to be healthy again", 0.2)
 
 
+@pytest.mark.skipif(os.environ.get("SLURM_RL_ENGINE", "native") != "native",
+                    reason="stops and starts the native launcher's slurmctld (its pid file and "
+                    "the host binary); not written for the docker engine's containers")
 def test_daemon_backs_off_while_slurmctld_is_down_and_resumes(jobs: Jobs,
                                                               tmp_path: Path) -> None:
     db = tmp_path / "outage.db"

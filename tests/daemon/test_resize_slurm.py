@@ -8,6 +8,7 @@ release) against Slurm 22.05, and the job's view of it.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 import uuid
@@ -170,7 +171,8 @@ def test_an_elastic_job_is_grown_then_shrunk_and_resumes_from_its_checkpoint(
     assert all(0 < g < 15 for g in gaps), gaps
     print(f"requeuehold -> restarted: {', '.join(f'{g:.2f}s' for g in gaps)}")
 
-    ctld = Path("/var/tmp/slurm-rl-cluster/log/slurmctld.log")
+    ctld = Path(os.environ.get("SLURM_RL_CLUSTER_DIR", "/var/tmp/slurm-rl-cluster"),
+                "log", "slurmctld.log")
     if ctld.exists():
         text = ctld.read_text(errors="replace")
         assert f"Killing non-startable batch JobId={job_id}:" not in text
