@@ -90,11 +90,13 @@ def prune(session: Session, *, now: float, retention_days: float, batch: int) ->
         raise ValueError(f"prune: batch must be >= 1 (got {batch})")
     cutoff = now - retention_days * DAY_S
     newer_entry = _entries.alias("newer")
+    # (decision_id IN the old decisions, not a join: SQLite then walks the decisions' `at`
+    # index instead of scanning every entry; tests/db/test_db_retention.py reads the plans)
     entries = _delete_ids(session, _entries, _entries.c.id, (
         select(_entries.c.id)
-        .select_from(_decisions.join(_entries, _entries.c.decision_id == _decisions.c.id)
-                     .join(_jobs, _jobs.c.job_id == _entries.c.job_id))
-        .where(_decisions.c.at < cutoff,
+        .select_from(_entries.join(_jobs, _jobs.c.job_id == _entries.c.job_id))
+        .where(_entries.c.decision_id.in_(select(_decisions.c.id)
+                                          .where(_decisions.c.at < cutoff)),
                or_(_jobs.c.state.in_(_FINISHED),
                    exists().where(newer_entry.c.job_id == _entries.c.job_id,
                                   newer_entry.c.decision_id > _entries.c.decision_id)))
