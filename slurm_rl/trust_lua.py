@@ -186,4 +186,5 @@ def job_submit_lua_command(config_file: Path | None, operators: tuple[str, ...],
         write_atomically(output, text)
     except OSError as exc:
         raise click.ClickException(f"{output}: can not write ({exc.strerror})") from None
-    click.echo(f"wrote {output}; run `scontrol reconfigure` to load it", err=True)
+    click.echo(f"wrote {output}; slurmctld reloads it when the file changes (`scontrol "
+               "reconfigure` only when JobSubmitPlugins=lua is newly set)", err=True)
