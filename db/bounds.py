@@ -85,8 +85,10 @@ def bounded_intent(intent: Intent | None) -> tuple[Intent | None, tuple[str, ...
         value = getattr(intent, name)
         if value is not None and check(value) is None:
             dropped[name] = None
-    if isinstance(intent.model, str) and storable_text(intent.model, 200) != intent.model:
-        dropped["model"] = storable_text(intent.model, 200)
+    for name in ("model", "inference"):
+        text = getattr(intent, name)
+        if isinstance(text, str) and storable_text(text, 200) != text:
+            dropped[name] = storable_text(text, 200)
     if not dropped:
         return intent, ()
     # Rebuilding runs Intent's own checks on the fields kept: drop those that fail them too.

@@ -89,6 +89,7 @@ class Job(Base):
     total_steps: Mapped[int | None]
     model: Mapped[str | None]
     batch_size: Mapped[int | None]
+    inference: Mapped[str | None]  # migration 0003
     # The intent the comment carried last time (canonical JSON) and whether it differs from the
     # recorded one: edits are detected against `intent_last` and logged as events.
     intent_last: Mapped[str | None]

@@ -55,6 +55,9 @@ _INTENT = tuple(f.name for f in fields(Intent))
 _INTENT_JSON_KEYS = tuple({"service_class": "class"}.get(name, name) for name in _INTENT)
 """intent_json's keys, in Intent's field order: its field names but "class" (the stored
 `intent_last` values compare as text, so these may never change)."""
+_INTENT_JSON_LATER = frozenset({"inference"})
+"""Fields added after rows were first written (migration 0003 on): intent_json leaves them out
+while they are None, so an older row's `intent_last` still equals today's text."""
 _STATE = _TRACKED.index("state")
 _COMMENT = _TRACKED.index("user_comment")
 _INTENT_LAST = _TRACKED.index("intent_last")
@@ -95,8 +98,10 @@ def intent_json(intent: Intent | None) -> str | None:
     """
     if intent is None:
         return None
-    values = (_json_value(getattr(intent, name)) for name in _INTENT)
-    return json.dumps(dict(zip(_INTENT_JSON_KEYS, values, strict=True)), separators=(",", ":"))
+    out = {key: _json_value(getattr(intent, name))
+           for name, key in zip(_INTENT, _INTENT_JSON_KEYS, strict=True)
+           if name not in _INTENT_JSON_LATER or getattr(intent, name) is not None}
+    return json.dumps(out, separators=(",", ":"))
 
 
 def _json_value(value: object) -> object:

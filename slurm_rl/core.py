@@ -56,6 +56,8 @@ class Intent:
     total_steps: int | None = None
     model: str | None = None
     batch_size: int | None = None
+    inference: str | None = None
+    """An inference job's model (`rlsbatch --rl-inference`; `slurm-rl plan` places it)."""
 
     def __post_init__(self) -> None:
         # Bounds only (ValueError), so that no hostile comment or row can build an intent that
@@ -121,6 +123,12 @@ class JobView:
     attained_gpu_s: float = 0.0
     """GPU-seconds the job has received so far (for least-attained-service policies)."""
     restarts: int = 0
+    placement: tuple[tuple[NodeName, int | None], ...] = ()
+    """A running job's nodes, each with the GPUs the job holds there; () when the job is not
+    running (or Slurm showed no node list). From Slurm the per-node count is known only when
+    it is: `--gres=gpu:K` (TresPerNode) means K on every node, and a one-node job holds all its
+    GPUs there; a multi-node job that asked per job (`--gpus=N`) has None on each node (Slurm's
+    squeue does not say how it split them; NodeView.gpus_alloc bounds them)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -10,7 +10,7 @@ under Slurm 22.05's 1024-byte limit (longer comments are refused at submission).
 
     d  deadline, epoch seconds        h  hard deadline (flag)    c  service class
     g  GPU range min-max              e  elastic (flag)          s  total steps
-    m  model name                     b  batch size
+    m  model name                     b  batch size              i  inference model (a name)
 
 (the table `tags.INTENT_KEYS` defines them, for the encoder and the decoder alike)
 

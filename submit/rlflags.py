@@ -12,6 +12,7 @@ import time
 
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.tags import (
+    INFERENCE_MODELS,
     INTENT_FIELDS,
     MAX_EPOCH,
     MAX_GPUS,
@@ -28,8 +29,8 @@ from slurm_rl.submit.tags import (
 RL_FLAGS: dict[str, bool] = {
     "rl-deadline": True, "rl-hard": False, "rl-soft": False, "rl-class": True,
     "rl-gpus": True, "rl-elastic": False, "rl-steps": True, "rl-model": True,
-    "rl-batch-size": True, "rl-dry-run": False, "dry-run": False, "rl-help": False,
-    "rl-force": False, "force": False,
+    "rl-batch-size": True, "rl-inference": True, "rl-dry-run": False, "dry-run": False,
+    "rl-help": False, "rl-force": False, "force": False,
 }
 """Flag name (without the leading --) -> whether it takes a value."""
 
@@ -50,6 +51,9 @@ rlsbatch options (everything else is sbatch's; see sbatch --help):
   --rl-steps=N         total training steps (for progress-based time prediction)
   --rl-model=NAME      model name (letters, digits, '_', '.', '-'; at most 40)
   --rl-batch-size=N    global batch size
+  --rl-inference=MODEL an inference job of MODEL (vgg, resnet, mobilenet, bert, gpt):
+                       `slurm-rl plan` in the job places it over the job's nodes. For a
+                       profile file, run `slurm-rl plan FILE` in the job instead.
   --rl-force, --force  submit even if the hard deadline looks infeasible (rlsbatch prints the
                        predicted start and finish of a job with --rl-deadline, from the
                        slurm-rl daemon's latest view, and refuses an infeasible hard one)
@@ -149,6 +153,18 @@ def parse_positive_int(flag: str, text: str) -> int:
     return value
 
 
+def parse_inference(text: str) -> str:
+    """A shipped inference model's name. Only a name goes into the tag: a profile file is the
+    job's own business (`slurm-rl plan FILE`), never something the daemon opens."""
+    if text not in INFERENCE_MODELS:
+        shown = "".join(ch if " " <= ch <= "~" else "?" for ch in brief(text))
+        hint = (" (a profile file: run `slurm-rl plan FILE` in the job)"
+                if text.endswith(".json") or "/" in text else "")
+        raise UsageError(f"--rl-inference: unknown model {shown!r}; valid: "
+                         f"{', '.join(INFERENCE_MODELS)}{hint}")
+    return text
+
+
 class IntentValues:
     """The intent as plain values, with `slurm_rl.core.Intent`'s field names.
 
@@ -169,6 +185,7 @@ class IntentValues:
         self.total_steps: int | None = None
         self.model: str | None = None
         self.batch_size: int | None = None
+        self.inference: str | None = None
 
     def as_dict(self) -> dict[str, object]:
         return {name: getattr(self, name) for name in self.__slots__}
@@ -209,6 +226,8 @@ def apply_flag(values: IntentValues, name: str, value: str | None, now: float) -
                 f"--rl-model: {brief(text)!r}: use 1-40 letters, digits, '_', '.' or '-'"
             )
         values.model = text
+    elif name == "rl-inference":
+        values.inference = parse_inference(text)
     else:  # dry-run, force and help are handled by the caller
         raise AssertionError(name)
 

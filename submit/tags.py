@@ -104,6 +104,10 @@ def normalize_service_class(text: str) -> str:
     return key
 
 
+INFERENCE_MODELS = ("vgg", "resnet", "mobilenet", "bert", "gpt")
+"""The shipped inference profiles (slurm_rl/data/inference/; a test keeps the two equal)."""
+
+
 def valid_model_name(name: str) -> bool:
     return 1 <= len(name) <= 40 and all(ch in _MODEL_CHARS for ch in name)
 
@@ -119,13 +123,19 @@ INTENT_KEYS: tuple[tuple[str, str, str, object], ...] = (
     ("total_steps", "s", "count", None),
     ("model", "m", "model", None),
     ("batch_size", "b", "count", None),
+    ("inference", "i", "model", None),
 )
 """The intent's fields, defined once for everything that can import nothing: the comment codec
 (this encoder and `intent.py`'s decoder read their keys and kinds from it) and rlsbatch's
 `IntentValues` (its slots); `db/bounds.py` picks its storage checks by kind. Kinds: `epoch`
 d=<epoch seconds>; `flag` the key alone when true; `class` c=<SERVICE_CLASSES>, left out when
 standard; `gpus` g=<min>-<max>, both fields under one key, either end may be empty; `count` a
-whole number 1..MAX_INT; `model` a model name.
+whole number 1..MAX_INT; `model` a model name (1-40 of A-Z a-z 0-9 _ . -).
+
+`inference` (i=NAME) marks an inference job: NAME is the model `slurm-rl plan` places inside the
+job. The tag carries a name only, never a profile file's path: the daemon (root) never opens a
+file a user named, and a path could hold any byte and overflow the bounded tag. rlsbatch takes
+only `INFERENCE_MODELS`; the decoder takes any name of the model pattern (bounded, ASCII).
 
 `slurm_rl.core.Intent` keeps its own typed field list (mypy and the dataclass need it
 spelled out, and this module may not import dataclasses); `db/repo.py` derives its columns

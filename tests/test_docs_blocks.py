@@ -83,6 +83,10 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip=TRANSCRIPT),
     ("docs/daemon.md", "$ slurm-rl replay --db r.db --since 1h --policy sjf --plot replay.png"):
         How(skip=TRANSCRIPT),
+    ("docs/daemon.md", "$ .venv/bin/python benchmarks/bench_prediction.py"):
+        How(skip=TRANSCRIPT),
+    ("docs/daemon.md", "$ SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \\"):
+        How(skip=TRANSCRIPT),
     ("docs/daemon.md", "slurm-rl agent --once          # sample, write, exit"):
         How(shorten="without `slurm-rl agent` (it runs until stopped); no NVML here, so the "
                     "agent says so and writes nothing", keep_lines=(0, 2),
@@ -103,6 +107,11 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/inference.md", 'sbatch -N 2 --wrap "slurm-rl plan mobilenet --device-type t4 '
                           '--bandwidth-gbps 100 --json"'):
         How(skip="submits a job; tests/inference/test_inference_slurm_plan.py runs it"),
+    ("docs/inference.md", 'rlsbatch --rl-inference mobilenet -N 2 -o plan.out --wrap '
+                          '"slurm-rl plan --json"'):
+        How(skip="submits a job; tests/inference/test_inference_slurm_plan.py runs it"),
+    ("docs/inference.md", '$ rlsbatch --rl-inference alexnet -N 2 --wrap "slurm-rl plan --json"'):
+        How(skip="a transcript of refusals; tests/submit/test_rlsbatch_bad_input.py runs them"),
     ("docs/inference.md", "SLURM_RL_BIN=$PWD/.venv/bin/slurm-rl SLURM_RL_PYTHON=$PWD/.venv/bin/"
                           "python sbatch -N 2 examples/inference/pipeline.sbatch mobilenet 30"):
         How(skip="submits a job; tests/inference/test_inference_pipeline_slurm.py runs it"),

@@ -145,7 +145,7 @@ local function check_intent(body, now)
           return nil, what .. ": a flag takes no value"
         end
       elseif value == nil then
-        return nil, what .. ": unknown key (valid: d, h, c, g, e, s, m, b)"
+        return nil, what .. ": unknown key (valid: d, h, c, g, e, s, m, b, i)"
       elseif key == "d" then
         local d = ascii_int(value, MIN_EPOCH, MAX_EPOCH)
         if d == nil then
@@ -184,21 +184,22 @@ local function check_intent(body, now)
                                     what, MAX_INT)
         end
         f[key] = string.format("%s=%.0f", key, n)
-      elseif key == "m" then
+      elseif key == "m" or key == "i" then
+        -- m: the training model; i: an inference job's model (a name only, never a path)
         if #value < 1 or #value > MAX_MODEL_CHARS or string.find(value, "[^A-Za-z0-9_.-]") then
           return nil, string.format("%s: a model name is 1-%d letters, digits, '_', '.' or "
               .. "'-'", what, MAX_MODEL_CHARS)
         end
-        f.m = "m=" .. value
+        f[key] = key .. "=" .. value
       else
-        return nil, what .. ": unknown key (valid: d, h, c, g, e, s, m, b)"
+        return nil, what .. ": unknown key (valid: d, h, c, g, e, s, m, b, i)"
       end
     end
   end
   f.h = seen.h and "h" or nil
   f.e = seen.e and "e" or nil
   local canonical = {}
-  for _, key in ipairs({"d", "h", "c", "g", "e", "s", "m", "b"}) do
+  for _, key in ipairs({"d", "h", "c", "g", "e", "s", "m", "b", "i"}) do
     if f[key] ~= nil then
       canonical[#canonical + 1] = f[key]
     end

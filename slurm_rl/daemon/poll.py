@@ -30,6 +30,7 @@ from slurm_rl.slurm.parse import (
     parse_squeue_record,
     quarantine,
 )
+from slurm_rl.slurm.predict import RateFit, update
 from slurm_rl.submit.intent import decode_comment
 
 RecordKey = tuple[str, str]
@@ -70,6 +71,8 @@ class Poller:
         self.adapter = adapter
         self._committed: dict[RecordKey, _Entry] = {}
         self._reported: frozenset[str] = frozenset()
+        self._fits: dict[JobId, RateFit] = {}
+        """Each job's progress-rate fit (slurm/predict.py), kept while squeue shows the job."""
 
     def poll(self, now: float) -> Polled:
         framing = self.adapter.new_framing()
@@ -96,7 +99,8 @@ class Poller:
                     entry = self._entry(parse_squeue_record(fields), now)
                 elif old.running:
                     # attained GPU time moves with the clock; nothing stored does
-                    entry = replace(old, view=job_view(old.record, now, self.adapter.scope))
+                    entry = replace(old, view=job_view(old.record, now, self.adapter.scope,
+                                                       self._fits.get(old.record.job_id)))
                 else:
                     entry = old
             except Exception as exc:  # noqa: BLE001 - one job must never stop the poll
@@ -123,15 +127,23 @@ class Poller:
             changed.pop(job_id, None)
             comments.pop(job_id, None)
         per_job = frozenset(e.record.job_id for e in entries.values() if e.record.gpus_per_job)
+        if len(self._fits) > len(by_id) // 2:  # forget the jobs squeue no longer shows
+            self._fits = {k: v for k, v in self._fits.items() if k in by_id}
         quarantined, bad_nodes = self._mark_reported(bad, sinfo.bad)
         return Polled(now=now, jobs=tuple(by_id.values()), changed=tuple(changed.values()),
                       user_comments=comments, nodes=sinfo.nodes, gpus_per_job=per_job,
                       quarantined=quarantined, bad_nodes=bad_nodes, entries=entries)
 
     def _entry(self, record: SqueueRecord, now: float) -> _Entry:
-        return _Entry(record=record, view=job_view(record, now, self.adapter.scope),
-                      user_comment=decode_comment(record.comment).user_comment,
-                      running=record.state.is_running)
+        decoded = decode_comment(record.comment)
+        fit = self._fits.get(record.job_id)
+        if (record.state.is_running and record.start_time is not None
+                and decoded.progress is not None):
+            fit = update(fit, decoded.progress, record.start_time, record.gpus)
+            if fit is not None:
+                self._fits[record.job_id] = fit
+        return _Entry(record=record, view=job_view(record, now, self.adapter.scope, fit),
+                      user_comment=decoded.user_comment, running=record.state.is_running)
 
     def _mark_reported(self, jobs: list[Quarantined], nodes: tuple[Quarantined, ...]
                        ) -> tuple[tuple[Quarantined, ...], tuple[Quarantined, ...]]:

@@ -1,6 +1,8 @@
 """`slurm-rl plan MODEL`: run inside a Slurm job, place MODEL's layers over the nodes Slurm gave
 the job (SLURM_JOB_NODELIST, expanded by `scontrol show hostnames`) with the trained agent, and
-print the plan (docs/inference.md, "On Slurm"). Each node is one device of `--device-type`
+print the plan (docs/inference.md, "On Slurm"). Without MODEL, the model is the one the job
+was submitted with (`rlsbatch --rl-inference MODEL`: the `i=` field of the intent in the
+job's comment, read for the job SLURM_JOB_ID names). Each node is one device of `--device-type`
 (a preset), linked at `--bandwidth-gbps`, or described by a `--cluster` file naming the same
 number of devices in node order; the first node (the batch host) receives the input.
 """
@@ -29,8 +31,39 @@ def job_nodes(nodelist: str) -> tuple[str, ...]:
     return names
 
 
+def job_comment(job_id: str) -> str:
+    """The job's comment as Slurm holds it (`squeue -o %k` prints it verbatim, spaces and all;
+    a comment never holds a newline)."""
+    from slurm_rl.slurm.runner import SubprocessRunner, check
+
+    out = check(SubprocessRunner().run(["squeue", "-h", "-j", job_id, "-o", "%k"]))
+    lines = out.stdout.splitlines()
+    if not lines:
+        raise click.ClickException(f"job {job_id} is not in squeue; give MODEL")
+    return lines[0]
+
+
+def intent_model(job_id: str | None) -> str:
+    """The inference model in this job's intent; a usage error (exit 2) when there is none."""
+    from slurm_rl.submit.intent import decode_comment
+    from slurm_rl.submit.tags import INFERENCE_MODELS
+
+    if not job_id or not (job_id.isascii() and job_id.isdigit()):
+        raise click.UsageError("no MODEL given and not inside a Slurm job (SLURM_JOB_ID is "
+                               "unset): give MODEL, or submit with rlsbatch --rl-inference")
+    intent = decode_comment(job_comment(job_id)).intent
+    if intent is None or intent.inference is None:
+        raise click.UsageError(f"no MODEL given and job {job_id} was not submitted with "
+                               "rlsbatch --rl-inference MODEL: give MODEL")
+    if intent.inference not in INFERENCE_MODELS:
+        # from a raw --comment: only a shipped name, never a path to open
+        raise click.UsageError(f"job {job_id}'s intent names {intent.inference!r}, not a "
+                               f"shipped model ({', '.join(INFERENCE_MODELS)}): give MODEL")
+    return intent.inference
+
+
 @click.command("plan")
-@click.argument("model")
+@click.argument("model", required=False)
 @click.option("--nodes", default=None, help="A Slurm node list instead of SLURM_JOB_NODELIST "
                                             "(outside a job).")
 @click.option("--device-type", type=click.Choice(sorted(cl.PRESETS)), default="cpu",
@@ -44,16 +77,19 @@ def job_nodes(nodelist: str) -> tuple[str, ...]:
               default="drm-dql", show_default=True)
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
-def plan_command(model: str, nodes: str | None, device_type: str, bandwidth_gbps: float,
+def plan_command(model: str | None, nodes: str | None, device_type: str, bandwidth_gbps: float,
                  cluster_file: Path | None, scheduler: str, checkpoint: Path | None,
                  as_json: bool) -> None:
-    """Place MODEL (a shipped structure or a profile file) over this job's nodes."""
+    """Place MODEL (a shipped structure or a profile file; default: the job's own
+    `rlsbatch --rl-inference` model) over this job's nodes."""
     from slurm_rl.inference import plan
 
     nodelist = nodes or os.environ.get("SLURM_JOB_NODELIST")
     if not nodelist:
         raise click.UsageError("not inside a Slurm job (SLURM_JOB_NODELIST is unset); "
                                "give --nodes")
+    if model is None:
+        model = intent_model(os.environ.get("SLURM_JOB_ID"))
     names = job_nodes(nodelist)
     try:
         prof = plan.resolve_model(model)

@@ -16,7 +16,7 @@ from slurm_rl.core import Intent, JobId, JobState, JobView, Progress
 from slurm_rl.sim.cluster import Alloc
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.trace import TraceJob
-from slurm_rl.sim.views import JOB_DEFAULTS, Run, fast
+from slurm_rl.sim.views import JOB_DEFAULTS, Run, fast, node_name
 
 
 class SimJob:
@@ -135,6 +135,7 @@ class SimJob:
                 "state": JobState.RUNNING, "submit_time": t.submit, "start_time": self.run_start,
                 "time_limit_s": self.limit_at(self.gpus), "gpus": self.gpus,
                 "nodes": len(self.alloc), "intent": self.intent, "restarts": self.restarts,
+                "placement": tuple([(node_name(n), g) for n, g in self.alloc]),
                 "_run": Run(self.run_start, self.progress_from, self.rate, self.done,
                             self.attained, self.gpus, self.total, t.total_steps)}
             for lazy in ("attained_gpu_s", "progress", "predicted_remaining_s"):

@@ -26,14 +26,17 @@ from slurm_rl.core import (
     NodeView,
 )
 from slurm_rl.gpu_extra import decode_samples
+from slurm_rl.slurm import predict
 from slurm_rl.slurm.framing import Framing, Quarantined, one_line
+from slurm_rl.slurm.hostlist import HostlistError, expand
+from slurm_rl.slurm.predict import RateFit
 from slurm_rl.submit.intent import decode_comment
 
 # Slurm-written fields first; the ones users write (Name, Comment) last.
 SQUEUE_FIELDS = (
     "JobID", "ArrayJobID", "ArrayTaskID", "UserName", "Account", "QOS", "Partition", "State",
     "SubmitTime", "StartTime", "EndTime", "TimeLimit", "NumNodes", "tres-per-node",
-    "tres-per-job", "PriorityLong", "Reason", "Name", "Comment",
+    "tres-per-job", "NodeList", "PriorityLong", "Reason", "Name", "Comment",
 )
 SINFO_FIELDS = ("NodeList", "StateLong", "Gres", "GresUsed", "CPUsState", "Partition", "Extra")
 
@@ -45,7 +48,9 @@ a longer field is not Slurm's output as we know it, so its record is quarantined
 JOB_ID_RE = re.compile(r"[0-9]+(?:_[0-9]+|_\[[0-9,\-%]+\])?")
 _DIGITS = re.compile(r"[0-9]{1,16}")
 _SLURM_WRITTEN = ("JobID", "ArrayJobID", "ArrayTaskID", "State", "SubmitTime", "StartTime",
-                  "EndTime", "TimeLimit", "NumNodes", "PriorityLong", "Reason")
+                  "EndTime", "TimeLimit", "NumNodes", "NodeList", "PriorityLong", "Reason")
+MAX_NODES = 100_000
+"""A job's node list never names more nodes than this (nor more than its NumNodes)."""
 
 
 _T = TypeVar("_T")
@@ -147,6 +152,8 @@ class SqueueRecord:
     comment: str
     gpus_per_job: bool = False
     """The GPUs were asked for per job (--gpus), not per node (--gres=gpu:K)."""
+    placement: tuple[tuple[NodeName, int | None], ...] = ()
+    """A running job's nodes and its GPUs on each (see JobView.placement)."""
 
 
 def job_id_of(job_id: str, array_job_id: str, array_task_id: str) -> JobId:
@@ -195,6 +202,8 @@ def parse_squeue_record(fields: Sequence[str]) -> SqueueRecord:
     except ValueError as exc:
         raise ParseError(f"State: {exc}") from None
     priority = f["PriorityLong"]
+    placement = _placement(f["NodeList"], nodes, gpus, per_job, f["tres-per-node"],
+                           exact=state is not JobState.COMPLETING) if state.is_running else ()
     return SqueueRecord(
         job_id=job_id, user=f["UserName"], account=_none_or(f["Account"]),
         qos=_none_or(f["QOS"]), name=f["Name"], partition=f["Partition"], state=state,
@@ -206,7 +215,31 @@ def parse_squeue_record(fields: Sequence[str]) -> SqueueRecord:
         nodes=nodes, gpus=gpus,
         priority=0 if priority in _NONE_WORDS else parse_count(priority, "PriorityLong"),
         reason=f["Reason"], comment=_none_or(f["Comment"]), gpus_per_job=per_job > 0,
+        placement=placement,
     )
+
+
+def _placement(node_list: str, nodes: int, gpus: int, per_job: int, per_node_text: str, *,
+               exact: bool) -> tuple[tuple[NodeName, int | None], ...]:
+    """A running job's (node, GPUs there) from its compressed NodeList: --gres=gpu:K means K on
+    every node, a one-node job holds all its GPUs there; --gpus=N over several nodes: None
+    (squeue does not say how Slurm split them). A list that names more nodes than NumNodes is
+    not trusted (ParseError); one with fewer only while the job is COMPLETING (`exact` False:
+    Slurm releases its nodes one by one)."""
+    if node_list in _NONE_WORDS:
+        return ()
+    try:
+        names = expand(node_list, min(nodes, MAX_NODES))
+    except HostlistError as exc:
+        raise ParseError(f"NodeList: {exc}") from None
+    if len(names) != nodes and (exact or not names):
+        raise ParseError(f"NodeList: {len(names)} nodes, NumNodes says {nodes}")
+    each: int | None
+    if per_job:
+        each = per_job if nodes == 1 else None
+    else:
+        each = parse_gpu_count(per_node_text) if gpus else 0
+    return tuple((NodeName(n), each) for n in names)
 
 
 def quarantine(fields: Sequence[str], framing: Framing, exc: Exception) -> Quarantined:
@@ -254,16 +287,19 @@ def parse_squeue(text: str, framing: Framing) -> SqueueParse:
 
 
 def job_view(record: SqueueRecord, now: float,
-             managed: Callable[[SqueueRecord, bool], bool]) -> JobView:
-    """Interpret a record: decode the comment, predict remaining time from progress.
+             managed: Callable[[SqueueRecord, bool], bool], fit: RateFit | None = None
+             ) -> JobView:
+    """Interpret a record: decode the comment, predict remaining time from progress (with the
+    rate fitted over the run's reports, `fit`, when the caller keeps one: slurm/predict.py).
 
     `managed(record, has_intent)` is the daemon's scope rule.
     """
     decoded = decode_comment(record.comment)
-    remaining = None
     prog = decoded.progress
-    if prog is not None and prog.rate and prog.steps_total is not None:
-        remaining = max(0.0, (prog.steps_total - prog.steps_done) / prog.rate)
+    running = record.state.is_running and record.start_time is not None
+    remaining = predict.remaining(fit, prog, now=now, gpus=record.gpus,
+                                  run_start=record.start_time if running else None,
+                                  intent=decoded.intent)
     run_s = 0.0
     if record.start_time is not None:
         run_s = max(0.0, (record.end_time or now) - record.start_time)
@@ -277,6 +313,7 @@ def job_view(record: SqueueRecord, now: float,
         managed=managed(record, decoded.intent is not None),
         intent=decoded.intent, progress=prog, predicted_remaining_s=remaining,
         attained_gpu_s=run_s * record.gpus if record.state.is_running else 0.0,
+        placement=record.placement,
     )
 
 

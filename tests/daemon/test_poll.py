@@ -6,6 +6,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+import pytest
+
 from slurm_rl.daemon.poll import Poller
 from slurm_rl.slurm.adapter import SlurmAdapter
 from slurm_rl.slurm.framing import Framing
@@ -82,12 +84,12 @@ def test_records_are_recognised_when_the_record_mark_changes() -> None:
     marks[0] = other
     runner.squeue = SQUEUE.replace(RECORDED.record_mark, other.record_mark)
     again = p.poll(now=2e9 + 1)
-    assert again.changed == () and len(again.jobs) == len(first.jobs) == 7
+    assert again.changed == () and len(again.jobs) == len(first.jobs) == 9
     assert len(again.nodes) == 4
     p.commit(again)
     marks[0] = Framing(field_mark="\x1fF999999", record_mark=other.record_mark)
     runner.squeue = runner.squeue.replace(RECORDED.field_mark, "\x1fF999999")
-    assert len(p.poll(now=2e9 + 2).changed) == 7
+    assert len(p.poll(now=2e9 + 2).changed) == 9
 
 
 def test_running_jobs_get_views_at_the_new_time() -> None:
@@ -149,3 +151,34 @@ def test_the_format_goes_in_the_environment_and_inherited_squeue_settings_are_dr
     assert env["SLURM_TIME_FORMAT"] == "standard"
     SlurmAdapter(runner).poll_squeue()
     assert runner.envs[1]["SQUEUE_FORMAT2"] != fmt  # a fresh secret every poll
+
+
+def with_comment(text: str, job_id: str, comment: str) -> str:
+    out = []
+    for chunk in text.split(END)[:-1]:
+        fields = chunk.split(RECORDED.field_mark)
+        if fields[0] == job_id:
+            fields[SQUEUE_FIELDS.index("Comment")] = comment
+        out.append(RECORDED.field_mark.join(fields) + END)
+    return "".join(out)
+
+
+def test_the_poller_fits_the_rate_over_a_runs_reports() -> None:
+    """Two progress reports of the recorded running job, seen in two polls: the prediction
+    uses the rate between them (300 steps in 60 s), not the last report's own (50/s), and
+    counts from the poll's time."""
+    (record,) = [r for r in parse_squeue(SQUEUE, RECORDED).records if r.job_id == "4115"]
+    assert record.start_time is not None
+    t1 = int(record.start_time) + 30
+    runner = Recorded(with_comment(SQUEUE, "4115", f"{{rlp:100/1000@9;t={t1}}}"))
+    p = poller(runner)
+    first = {str(j.id): j for j in p.poll(now=t1 + 5).jobs}["4115"]
+    assert first.predicted_remaining_s == pytest.approx(900 / 9 - 5)  # one report: its rate
+    p.commit(p.poll(now=t1 + 5))
+    runner.squeue = with_comment(SQUEUE, "4115", f"{{rlp:400/1000@50;t={t1 + 60}}}")
+    second = {str(j.id): j for j in p.poll(now=t1 + 70).jobs}["4115"]
+    assert second.predicted_remaining_s == pytest.approx(600 / 5 - 10)
+    # An unchanged record at a later poll: the same fit, ten seconds less.
+    p.commit(p.poll(now=t1 + 70))
+    third = {str(j.id): j for j in p.poll(now=t1 + 80).jobs}["4115"]
+    assert third.predicted_remaining_s == pytest.approx(600 / 5 - 20)

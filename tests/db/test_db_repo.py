@@ -239,3 +239,24 @@ def test_node_samples_are_stored_once_per_agent_reading(session: Session) -> Non
     ).all()
     assert [tuple(u) for u in utils] == [(100.0, 50.0), (110.0, 90.0)]
     assert count_rows(session, GpuSampleRow) == 8
+
+
+def test_the_inference_model_is_recorded_and_an_added_one_is_an_edit(session: Session) -> None:
+    marked = Intent(service_class=ServiceClass.BESTEFFORT, inference="mobilenet")
+    upsert_jobs(session, [job(1, intent=marked), job(2, intent=INTENT)], now=50.0)
+    session.commit()
+    row = session.get(Job, "1", populate_existing=True)
+    assert row is not None and row.inference == "mobilenet"
+    assert row.intent_last == intent_json(marked) and '"inference":"mobilenet"' in row.intent_last
+    # a job recorded without one: the same intent next cycle is no edit (the JSON without the
+    # key is what rows written before migration 0003 hold) ...
+    again = upsert_jobs(session, [job(1, intent=marked), job(2, intent=INTENT)], now=60.0)
+    assert again.intent_changes == ()
+    # ... while adding an inference model later is an edit, and the recorded intent is kept
+    later = upsert_jobs(session, [job(2, intent=dataclasses.replace(INTENT, inference="gpt"))],
+                        now=70.0)
+    session.commit()
+    assert later.intent_changes == (JobId("2"),)
+    assert later.intent_overrides[JobId("2")] == INTENT
+    kept = session.get(Job, "2", populate_existing=True)
+    assert kept is not None and kept.inference is None

@@ -4,9 +4,9 @@
         .venv/bin/python tests/slurm/poll_recording.py
 
 Submits a few honest jobs of every kind the parser must know (completed, running, cancelled,
-held multi-node, --gpus, array, an rlsbatch intent with progress) and the hostile ones of
-issue 8 (control characters, U+2028, U+0085 in comments; newline, U+001F, byte 0xFF in names),
-polls them with the fixed marks below, writes the output, and cancels every job.
+held multi-node, --gpus, array, an rlsbatch intent with progress, running on two nodes) and the
+hostile ones of issue 8 (control characters, U+2028, U+0085 in comments; newline, U+001F, byte
+0xFF in names), polls them with the fixed marks below, writes the output, and cancels every job.
 """
 
 from __future__ import annotations
@@ -56,6 +56,11 @@ def record() -> None:
             "-H", "-J", f"{tag}-prog", "--gres=gpu:1", "-t", "2-03:05:00", "--comment",
             "user said {hi} {rl1:d=1795999999,c=critical,g=1-4,e,s=1000,m=resnet50,b=128}"
             "{rlp:100/1000@2.5;t=1795985300}", "--wrap", "true"))
+        # running on two nodes: GPUs per node (--gres) and per job (--gpus)
+        ids.append(sbatch("-J", f"{tag}-two", "-N", "2", "--gres=gpu:2", "-t", "5",
+                          "--wrap", "sleep 60"))
+        ids.append(sbatch("-J", f"{tag}-two-gpus", "-N", "2", "--gpus=3", "-t", "5",
+                          "--wrap", "sleep 60"))
         honest = ids[:]
         hostile = [sbatch("-H", "-J", f"{tag}-honest", "--gres=gpu:1", "--wrap", "true")]
         for name, comment in HOSTILE_COMMENTS.items():

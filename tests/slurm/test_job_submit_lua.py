@@ -104,13 +104,15 @@ def jobs_of(user: str) -> set[str]:
 
 # --- the table: comments slurmctld accepts or refuses from a plain user ---------------------
 FULL = encode_intent_values(deadline=SOON, hard=True, gpus_min=1, gpus_max=4, elastic=True,
-                            total_steps=1000, model="resnet50", batch_size=128)
+                            total_steps=1000, model="resnet50", batch_size=128,
+                            inference="mobilenet")
 ACCEPTED = [
     "{rl1:}", "hello {rl1:}", "  mine   {rl1:c=standard}", f"x {FULL}",
     "x {rl1:c=besteffort}", "x {rl1:c=standard}", "x {rl1:g=-4}", "x {rl1:g=2-}",
     "x {rl1:g=4096-4096}", "x {rl1:g=1-1}",
     f"x {{rl1:s={MAX_INT}}}", "x {rl1:s=0000000000000001}", "x {rl1:b=1}",
-    "x {rl1:m=a.b_c-D9}", "x {rl1:m=" + "m" * 40 + "}", f"x {{rl1:d={NOW + HORIZON_S - 60}}}",
+    "x {rl1:m=a.b_c-D9}", "x {rl1:m=" + "m" * 40 + "}", "x {rl1:i=mobilenet}",
+    "x {rl1:i=" + "i" * 40 + "}", "x {rl1:m=bert,i=gpt}", f"x {{rl1:d={NOW + HORIZON_S - 60}}}",
     "x {rl1:d=946684800}", "user said {hi} {rl1:g=1-4}", "x {rl1:h,e}",
     "x {rl1:g=1-2}{rlp:0}", f"{{rlp:5/10@1.5;t={NOW}}}", "unmanaged {rlp:10/10@1e+05}",
     "x {rl1:}{rlp:3@0.0001234}", "x {rl1:}{rlp:0/1@0}", f"x {{rl1:}}{{rlp:{MAX_INT}}}",
@@ -140,8 +142,10 @@ REFUSED = [
       for d in ("99999999999", "100", "-5", "1.5e9", "", "\u0661\u0667\u0660\u0660\u0660"
                 "\u0660\u0660\u0660\u0660\u0660")],
     # model names, flags, keys
-    *[(f"x {{rl1:m={m}}}", "a model name is 1-40 letters")
-      for m in ("", "a b", "m" * 41, "r\u00e9sum\u00e9", "x;y")],
+    *[(f"x {{rl1:{k}={m}}}", "a model name is 1-40 letters")
+      for k in ("m", "i")
+      for m in ("", "a b", "m" * 41, "r\u00e9sum\u00e9", "x;y", "a/b.json", "../etc/passwd")],
+    ("x {rl1:i=gpt,i=bert}", "given twice"), ("x {rl1:i}", "unknown key"),
     ("x {rl1:h=1}", "a flag takes no value"), ("x {rl1:e=}", "a flag takes no value"),
     ("x {rl1:zz=1}", "unknown key"), ("x {rl1:q}", "unknown key"),
     ("x {rl1:c=standard,c=critical}", "given twice"), ("x {rl1:g=1-2,g=3-4}", "given twice"),
@@ -338,6 +342,7 @@ def test_operator_may_change_the_tag(gate: Path) -> None:
 @pytest.mark.parametrize(("user", "flags", "refused"), [
     (PLAIN, ["--rl-deadline=+1d", "--rl-gpus=1-2", "--rl-steps=1000", "--rl-model=gpt2"], None),
     (PLAIN, ["--rl-class=besteffort", "--rl-elastic", "--rl-batch-size=64"], None),
+    (PLAIN, ["--rl-inference=mobilenet", "--rl-model=mobilenet"], None),
     (PLAIN, ["--rl-class=critical"], NOT_GRANTED),
     (GRANTED, ["--rl-class=critical", "--rl-deadline=+2h", "--rl-hard"], None),
 ])

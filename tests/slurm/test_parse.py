@@ -94,38 +94,65 @@ def test_parse_time() -> None:
 
 def test_squeue_recorded_output() -> None:
     rec = records(SQUEUE)
-    assert sorted(rec) == ["415", "416", "417", "418", "419_[0-2]", "420", "421"]
-    assert rec["415"].state is JobState.COMPLETED and rec["415"].gpus == 1
-    assert rec["415"].end_time == ts("2026-11-30T21:30:03")
-    running = rec["416"]
-    assert running.state is JobState.RUNNING and running.start_time == ts("2026-11-30T21:30:03")
+    assert sorted(rec) == ["4114", "4115", "4116", "4117", "4118_[0-2]", "4119", "4120",
+                           "4121", "4122"]
+    assert rec["4114"].state is JobState.COMPLETED and rec["4114"].gpus == 1
+    assert rec["4114"].end_time == ts("2026-12-01T01:28:25")
+    running = rec["4115"]
+    assert running.state is JobState.RUNNING and running.start_time == ts("2026-12-01T01:28:26")
     assert running.end_time is None  # expected end of a running job is not a fact
     assert running.time_limit_s == 300
     # A job name holding '|' and a space; gres:gpu:4 per node x 2 nodes.
-    assert rec["417"].name.endswith(" b|x") and (rec["417"].nodes, rec["417"].gpus) == (2, 8)
-    assert rec["417"].time_limit_s == 86400
-    assert rec["418"].gpus == 3 and rec["418"].gpus_per_job  # --gpus=3 is tres-per-job
+    assert rec["4116"].name.endswith(" b|x") and (rec["4116"].nodes, rec["4116"].gpus) == (2, 8)
+    assert rec["4116"].time_limit_s == 86400
+    assert rec["4117"].gpus == 3 and rec["4117"].gpus_per_job  # --gpus=3 is tres-per-job
     # A pending array remainder keeps Slurm's expression as its id.
-    assert rec["419_[0-2]"].reason == "JobHeldUser"
-    assert rec["420"].state is JobState.CANCELLED
-    assert rec["421"].state is JobState.PENDING and rec["421"].start_time is None
-    assert rec["421"].time_limit_s == 2 * 86400 + 3 * 3600 + 300
-    assert rec["415"].comment == ""
+    assert rec["4118_[0-2]"].reason == "JobHeldUser"
+    assert rec["4119"].state is JobState.CANCELLED
+    assert rec["4120"].state is JobState.PENDING and rec["4120"].start_time is None
+    assert rec["4120"].time_limit_s == 2 * 86400 + 3 * 3600 + 300
+    assert rec["4114"].comment == ""
     # No accounting on the test cluster: Slurm shows "(null)" for account and QOS.
-    assert (rec["415"].user, rec["415"].account, rec["415"].qos) == ("root", "", "")
+    assert (rec["4114"].user, rec["4114"].account, rec["4114"].qos) == ("root", "", "")
+
+
+def test_running_jobs_show_their_nodes_and_gpus_on_each() -> None:
+    """Recorded: a 2-node job with --gres=gpu:2 (2 on each), one with --gpus=3 over 2 nodes
+    (split unknown: None), a 1-node job; jobs that are not running hold nothing."""
+    rec = records(SQUEUE)
+    assert rec["4121"].placement == (("node1", 2), ("node2", 2))
+    assert rec["4122"].placement == (("node3", None), ("node4", None))
+    assert rec["4115"].placement == (("node1", 1),)
+    for job_id in ("4114", "4116", "4117", "4120"):  # completed, held (pending)
+        assert rec[job_id].placement == ()
+    view = job_view(rec["4121"], now=ts("2026-12-01T01:29:00"), managed=rlsbatch_scope)
+    assert view.placement == (("node1", 2), ("node2", 2)) and view.gpus == 4
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("node[1-3]", "more than 2 names"), ("node[1-99999999999]", "more than 2 names"),
+     ("node[2-1]", "backwards"), ("node[1-2", "unclosed"), ("node[[1]]", "nested"),
+     ("no de[1-2]", "not a host list"), ("node[١-2]", "not printable ASCII"), ("node1", "1 nodes")],
+)
+def test_a_bad_node_list_quarantines_its_job(value: str, why: str) -> None:
+    parsed = parse_squeue(mutate(SQUEUE, "4121", "NodeList", value), RECORDED)
+    assert "4121" not in {r.job_id for r in parsed.records}
+    (bad,) = parsed.quarantined
+    assert bad.job_id == "4121" and bad.reason.startswith("NodeList") and why in bad.reason
 
 
 def test_job_view_decodes_intent_and_progress() -> None:
     rec = records(SQUEUE)
-    view = job_view(rec["421"], now=ts("2026-11-30T21:35:00"), managed=rlsbatch_scope)
+    view = job_view(rec["4120"], now=ts("2026-11-30T21:35:00"), managed=rlsbatch_scope)
     assert view.managed and view.held
     assert view.intent is not None and view.intent.service_class is ServiceClass.CRITICAL
     assert (view.intent.gpus_min, view.intent.gpus_max, view.intent.elastic) == (1, 4, True)
     assert view.progress is not None and view.progress.steps_done == 100
     assert view.predicted_remaining_s == pytest.approx(900 / 2.5)
-    plain = job_view(rec["418"], now=0.0, managed=rlsbatch_scope)
+    plain = job_view(rec["4117"], now=0.0, managed=rlsbatch_scope)
     assert not plain.managed and plain.intent is None
-    scoped = job_view(rec["418"], now=0.0, managed=partitions_scope(frozenset({"gpu"})))
+    scoped = job_view(rec["4117"], now=0.0, managed=partitions_scope(frozenset({"gpu"})))
     assert scoped.managed
 
 
@@ -163,7 +190,7 @@ def mutate(text: str, job_id: str, field: str, value: str) -> str:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("JobID", "4١8"), ("JobID", "418;x"), ("JobID", "１"), ("ArrayTaskID", "0-2]x"),
+    [("JobID", "41١7"), ("JobID", "4117;x"), ("JobID", "１"), ("ArrayTaskID", "0-2]x"),
      ("NumNodes", "١"), ("NumNodes", "99999999999999999999"), ("PriorityLong", "-1"),
      ("PriorityLong", str(MAX_NUMBER + 1)), ("SubmitTime", "99999-01-01T00:00:00"),
      ("SubmitTime", "2026-02-30T00:00:00"), ("TimeLimit", "１０:00"), ("State", "BOGUS"),
@@ -171,31 +198,31 @@ def mutate(text: str, job_id: str, field: str, value: str) -> str:
      ("Comment", "x" * 1025), ("Name", "n" * 1025), ("Reason", "Held\nx")],
 )
 def test_a_bad_record_is_quarantined_and_the_others_parse(field: str, value: str) -> None:
-    parsed = parse_squeue(mutate(SQUEUE, "417", field, value), RECORDED)
-    assert sorted(r.job_id for r in parsed.records) == sorted(set(records(SQUEUE)) - {"417"})
+    parsed = parse_squeue(mutate(SQUEUE, "4116", field, value), RECORDED)
+    assert sorted(r.job_id for r in parsed.records) == sorted(set(records(SQUEUE)) - {"4116"})
     (bad,) = parsed.quarantined
     named = "JobID" if field == "ArrayTaskID" else field  # the composed id is what is checked
     assert bad.reason.startswith(named) or named in bad.reason, bad.reason
-    assert bad.job_id in ("417", None) and len(bad.reason) <= 200 and len(bad.excerpt) <= 200
+    assert bad.job_id in ("4116", None) and len(bad.reason) <= 200 and len(bad.excerpt) <= 200
     assert bad.reason.isprintable() and RECORDED.field_mark not in bad.excerpt
 
 
 def test_a_record_cut_short_or_missing_a_mark_is_quarantined() -> None:
     end = RECORDED.record_mark + "\n"
     chunks = SQUEUE.split(end)[:-1]
-    assert chunks[1].startswith("415") and chunks[-1].startswith("416")
+    assert chunks[1].startswith("4114") and chunks[-1].startswith("4122")
     chunks[1] = chunks[1].replace(RECORDED.field_mark, "", 1)  # two fields run together
     cut = "".join(c + end for c in chunks[:-1]) + chunks[-1][:30]  # output ends in a record
     parsed = parse_squeue(cut, RECORDED)
     assert len(parsed.records) == len(chunks) - 2
     assert sorted((q.job_id or "", q.reason) for q in parsed.quarantined) == [
-        ("415415", "18 fields, expected 19"), ("416", "output ends inside this record")]
+        ("41144114", "19 fields, expected 20"), ("4122", "output ends inside this record")]
 
 
 def test_a_job_id_printed_twice_is_trusted_neither_time() -> None:
-    parsed = parse_squeue(mutate(SQUEUE, "418", "JobID", "417"), RECORDED)
-    assert "417" not in {r.job_id for r in parsed.records}
-    assert [q.job_id for q in parsed.quarantined] == ["417", "417"]
+    parsed = parse_squeue(mutate(SQUEUE, "4117", "JobID", "4116"), RECORDED)
+    assert "4116" not in {r.job_id for r in parsed.records}
+    assert [q.job_id for q in parsed.quarantined] == ["4116", "4116"]
     assert "printed 2 times" in parsed.quarantined[0].reason
 
 

@@ -72,3 +72,32 @@ def test_poisonous_jobs_do_not_stop_the_poll(monkeypatch: pytest.MonkeyPatch) ->
         assert jid in quarantined or records[jid].name == f"{tag}-{name}", key
     # With the marks, none of them needs quarantine at all.
     assert not quarantined & set(ids.values())
+
+
+def test_a_two_node_job_shows_both_nodes_and_their_gpus() -> None:
+    """The daemon's poll expands squeue's compressed node list: a running -N 2 --gres=gpu:1
+    job's view names the two nodes Slurm gave it (as `scontrol show hostnames` expands them),
+    one GPU on each."""
+    tag = f"rlnodes-{uuid.uuid4().hex[:8]}"
+    proc = subprocess.run(["sbatch", "--parsable", "-J", tag, "-N", "2", "--gres=gpu:1",
+                           "-t", "2", "-o", "/dev/null", "-e", "/dev/null", "--wrap", "sleep 60"],
+                          capture_output=True)
+    jid = job_id(proc)
+    try:
+        poller = Poller(SlurmAdapter(scope=lambda record, has_intent: True))
+        view: JobView | None = None
+        for _ in range(60):  # other helpers' jobs may hold the GPUs for a while
+            view = {str(j.id): j for j in poller.poll(now=time.time()).jobs}.get(jid)
+            if view is not None and view.state is JobState.RUNNING:
+                break
+            time.sleep(1)
+        assert view is not None and view.state is JobState.RUNNING, view
+        node_list = subprocess.run(["squeue", "-h", "-j", jid, "-o", "%N"], capture_output=True,
+                                   text=True, check=True).stdout.strip()
+        slurm_says = subprocess.run(["scontrol", "show", "hostnames", node_list],
+                                    capture_output=True, text=True, check=True).stdout.split()
+    finally:
+        subprocess.run(["scancel", jid], capture_output=True, check=False)
+    assert len(slurm_says) == 2
+    assert view.placement == tuple((name, 1) for name in slurm_says)
+    assert view.nodes == 2 and view.gpus == 2

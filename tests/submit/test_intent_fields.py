@@ -43,13 +43,19 @@ def test_the_job_table_has_a_nullable_column_per_intent_field() -> None:
 def test_every_field_survives_the_comment_and_the_database_json() -> None:
     full = Intent(deadline=1_900_000_000.0, hard=True, service_class=ServiceClass.CRITICAL,
                   gpus_min=2, gpus_max=8, elastic=True, total_steps=1000, model="bert",
-                  batch_size=64)
+                  batch_size=64, inference="mobilenet")
     # every field differs from its default, so a field the codec forgot would show here
     assert all(getattr(full, f.name) != f.default for f in dataclasses.fields(Intent))
-    assert encode_intent(full) == "{rl1:d=1900000000,h,c=critical,g=2-8,e,s=1000,m=bert,b=64}"
+    assert encode_intent(full) == (
+        "{rl1:d=1900000000,h,c=critical,g=2-8,e,s=1000,m=bert,b=64,i=mobilenet}")
     assert decode_comment(encode_intent(full)).intent == full
     # `intent_last` rows written by earlier releases compare as text: this string may not change
+    # for an intent without the fields added later (`inference`: only when set)
     assert intent_json(full) == (
+        '{"deadline":1900000000.0,"hard":true,"class":"critical","gpus_min":2,"gpus_max":8,'
+        '"elastic":true,"total_steps":1000,"model":"bert","batch_size":64,'
+        '"inference":"mobilenet"}')
+    assert intent_json(dataclasses.replace(full, inference=None)) == (
         '{"deadline":1900000000.0,"hard":true,"class":"critical","gpus_min":2,"gpus_max":8,'
         '"elastic":true,"total_steps":1000,"model":"bert","batch_size":64}')
     assert intent_json(Intent()) == (

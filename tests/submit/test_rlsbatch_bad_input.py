@@ -52,6 +52,17 @@ CASES = {
     "hard-without-deadline": _case(GOOD, ["--rl-hard"], "--rl-hard: a hard deadline needs"),
     "steps-not-a-number": _case(GOOD, ["--rl-steps", "many"], "--rl-steps: 'many' is not a"),
     "model-bad-name": _case(GOOD, ["--rl-model", "my model"], "--rl-model: 'my model': use"),
+    "inference-unknown": _case(GOOD, ["--rl-inference", "alexnet"],
+                               "--rl-inference: unknown model 'alexnet'; valid: vgg, resnet, "
+                               "mobilenet, bert, gpt"),
+    "inference-too-long": _case(GOOD, ["--rl-inference", "mobilenet" * 20],
+                                "--rl-inference: unknown model 'mobilenetmobilenetmobilenetmobil"
+                                "enetm...'"),
+    "inference-non-ascii": _case(GOOD, ["--rl-inference", "mobil\u0435net"],
+                                 "--rl-inference: unknown model 'mobil?net'"),
+    "inference-a-path": _case(GOOD, ["--rl-inference", "/etc/shadow"],
+                              "(a profile file: run `slurm-rl plan FILE` in the job)"),
+    "inference-empty": _case(GOOD, ["--rl-inference="], "--rl-inference: unknown model ''"),
     "elastic-no-requeue": _case(GOOD, ["--rl-elastic", "--no-requeue"],
                                 "--rl-elastic: an elastic job is resized by requeueing it"),
     "unknown-rl-flag": _case(GOOD, ["--rl-deadlin", "+1h"], "unknown option --rl-deadlin"),
