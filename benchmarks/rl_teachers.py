@@ -7,22 +7,33 @@ means. Reads no HELD_OUT cluster.
     .venv/bin/python benchmarks/rl_teachers.py                    # 2,000-job windows, 64 slots
     .venv/bin/python benchmarks/rl_teachers.py --max-jobs 256 --teacher est_work
     .venv/bin/python benchmarks/rl_teachers.py --validation       # docs/rl/train.toml's windows
+    .venv/bin/python benchmarks/rl_teachers.py --teacher est_work --preempt-margin 0
+
+`--preempt-margin M` adds the preemptive `est_work` teacher (docs/rl.md, "Preemption"): pending
+jobs by stated remaining GPU-seconds, and a pending job that does not fit requeues running jobs
+whose stated remaining GPU-seconds exceed (1 + M) times its own (`policies.rl.preempt_by_work`),
+run through `run.simulate` (the env's agent can not preempt).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobView
 from slurm_rl.gittins_table import TRAINING
+from slurm_rl.policies.ordering import managed_pending
+from slurm_rl.policies.rl import may_preempt, preempt_by_work, remaining_work
 from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.rl.features import TEACHERS, FeatureConfig, teacher_column
 from slurm_rl.rl.train import read_scenarios
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.metrics import summary
+from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path, simulate
 
 TRAIN_TOML = Path(__file__).resolve().parents[1] / "docs" / "rl" / "train.toml"
 
@@ -42,6 +53,36 @@ def episode(env: SchedulingEnv, teacher: str, m: int) -> tuple[float, float]:
     return -total * 3600.0, float(summary(env.sim.result())["gpu_utilization"])
 
 
+@dataclass
+class PreemptiveEstWork:
+    """The live-observable analogue of `srtf2d-oracle` (Preempting; reads no true duration)."""
+
+    margin: float
+    name: str = "est_work+preempt"
+
+    def may_preempt(self, job: JobView) -> bool:
+        return may_preempt(job)
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        jobs = managed_pending(snapshot)
+        work = {j.id: remaining_work(j, snapshot.time) for j in jobs}
+        ranked = sorted(jobs, key=lambda j: (work[j.id] is None, work[j.id] or 0.0,
+                                             j.submit_time))
+        order = tuple(JobOrder(job_id=j.id, rank=i, reason="est_work") for i, j in
+                      enumerate(ranked))
+        return Decision(policy=self.name, order=order,
+                        preemptions=preempt_by_work(snapshot, ranked, self.margin, self.name))
+
+
+def preemptive_run(sc: Scenario, margin: float, engine: EngineConfig) -> tuple[float, float]:
+    """(average JCT s, GPU utilisation) of the preemptive est_work teacher on `sc`."""
+    jobs = load_jobs(resolve_trace_path(sc.trace), "itp-deadline", sc.window)
+    result = simulate(jobs, PreemptiveEstWork(margin), Sizing(gpus_per_node=4, load=sc.load),
+                      engine=engine)
+    s = summary(result)
+    return float(s["avg_jct_s"]), float(s["gpu_utilization"])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--teacher", action="append", choices=("fifo", *TEACHERS),
@@ -50,7 +91,12 @@ def main() -> None:
     ap.add_argument("--validation", action="store_true",
                     help="docs/rl/train.toml's validation windows instead of the first 2,000 "
                     "jobs of each TRAINING cluster at loads 0.8 and 1.0")
+    ap.add_argument("--preempt-margin", type=float, default=None,
+                    help="also run the preemptive est_work teacher with this margin (>= 0; "
+                    "not with --validation)")
     args = ap.parse_args()
+    if args.preempt_margin is not None and (args.validation or args.preempt_margin < 0):
+        ap.error("--preempt-margin: a number >= 0, without --validation")
     teachers = args.teacher or ["fifo", *TEACHERS]
     engine: EngineConfig | None
     if args.validation:
@@ -60,8 +106,9 @@ def main() -> None:
         scenarios = [Scenario(trace=f"data:itp-deadline-cluster{c}.csv", window="0:2000",
                               load=load) for c in TRAINING for load in (0.8, 1.0)]
         engine = EngineConfig(nodes=1, gpus_per_node=4, tick_s=60.0, restart_delay_s=30.0)
-    jct: dict[str, list[float]] = {t: [] for t in teachers}
-    util: dict[str, list[float]] = {t: [] for t in teachers}
+    pre = "est_work+preempt"
+    jct: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}
+    util: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}
     for sc in scenarios:
         env = SchedulingEnv([sc], features_cfg=FeatureConfig(max_jobs=args.max_jobs),
                             engine=engine, use_gpu_choice=False)
@@ -72,8 +119,15 @@ def main() -> None:
             util[t].append(u)
             print(f"{sc.trace} {sc.window} load {sc.load}: {t:>14} avg JCT {j:9.0f} s  "
                   f"util {u:.3f}  ({time.process_time() - cpu:.1f} s CPU)", flush=True)
+        if args.preempt_margin is not None and engine is not None:
+            cpu = time.process_time()
+            j, u = preemptive_run(sc, args.preempt_margin, engine)
+            jct[pre].append(j)
+            util[pre].append(u)
+            print(f"{sc.trace} {sc.window} load {sc.load}: {pre:>14} avg JCT {j:9.0f} s  "
+                  f"util {u:.3f}  ({time.process_time() - cpu:.1f} s CPU)", flush=True)
     print(f"mean over {len(scenarios)} scenarios, {args.max_jobs} slots:")
-    for t in teachers:
+    for t in [*teachers, pre] if args.preempt_margin is not None else teachers:
         print(f"  {t:>14} avg JCT {np.mean(jct[t]):9.0f} s  util {np.mean(util[t]):.3f}")
 
 

@@ -201,8 +201,11 @@ def _clear_static() -> dict[int, tuple[JobView, int, npt.NDArray[np.float64], in
     return _STATIC
 
 
-def _static_row(j: JobView, total: int) -> tuple[npt.NDArray[np.float64], int, float | None]:
-    """(the row with zero wait, slack and fits_now; the GPU range minimum; the deadline)."""
+def _static_row(j: JobView, total: int, at: float | None = None,
+                ) -> tuple[npt.NDArray[np.float64], int, float | None]:
+    """(the row with zero wait, slack and fits_now; the GPU range minimum; the deadline).
+    `at`: the time a running job's remaining estimate is taken at (None: a pending job's,
+    which does not move with the clock)."""
     rng = gpu_range(j, total)
     lo, hi = rng if rng is not None else (j.gpus, j.gpus)
     it = j.intent
@@ -211,7 +214,7 @@ def _static_row(j: JobView, total: int) -> tuple[npt.NDArray[np.float64], int, f
             if p is not None and p.steps_total else None)
     deadline = it.deadline if it is not None else None
     cls = it.service_class if it is not None else ServiceClass.STANDARD
-    est = estimate_remaining(j, j.submit_time)  # a pending job's: not moving with the clock
+    est = estimate_remaining(j, j.submit_time if at is None else at)
     left = est.seconds if est is not None else 0.0
     limit = j.time_limit_s or 0.0
     row = np.array((
@@ -267,6 +270,54 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
         cluster_feats=np.clip(np.asarray(cluster, dtype=np.float64), -bound,
                               bound).astype(np.float32),
         shown_ids=tuple(j.id for j in shown))
+
+
+_DYN = tuple(JOB_FEATURES.index(c) for c in (
+    "attained_gpu", "attained_run", "progress", "has_progress", "gittins", "est_remaining",
+    "est_work"))
+_RUNNING: dict[tuple[JobId, int, int, int], tuple[npt.NDArray[np.float64], float | None]] = {}
+"""A running job's columns that do not move while it runs, by (id, GPUs, restarts, usable
+GPUs). Only a cache, cleared when it grows past _STATIC_MAX."""
+
+
+def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDArray[np.float32]:
+    """Rows in the JOB_FEATURES layout for running jobs (what the `rl` policy scores to decide
+    preemptions): the same columns as a pending job's, from what a live cluster shows of a
+    running one (remaining estimate at the snapshot's time: progress, prediction or the time
+    limit minus the time run; attained service; restarts), `wait` the time since submission
+    and `fits_now` 1 (it holds its GPUs)."""
+    now = snapshot.time
+    total = _free_shape(snapshot)[4]
+    rows = np.zeros((len(jobs), N_JOB_FEATURES), dtype=np.float64)
+    if len(_RUNNING) >= _STATIC_MAX:
+        _RUNNING.clear()
+    cache = _RUNNING
+    a_gpu, a_run, prog, has_prog, gitt, e_rem, e_work = _DYN
+    for i, j in enumerate(jobs):
+        key = (j.id, j.gpus, j.restarts, total)
+        hit = cache.get(key)
+        if hit is None:
+            static, _, deadline = _static_row(j, total, now)
+            hit = cache[key] = (static, deadline)
+        static, deadline = hit
+        row = rows[i]
+        row[:] = static
+        g = max(j.gpus, 1)
+        att = j.attained_gpu_s
+        p = j.progress
+        est = estimate_remaining(j, now)
+        left = est.seconds if est is not None else 0.0
+        row[a_gpu], row[a_run] = _lt(att), _lt(att / g)
+        frac = p.steps_done / p.steps_total if p is not None and p.steps_total else None
+        row[prog] = min(1.0, frac) if frac is not None else 0.0
+        row[has_prog] = frac is not None
+        row[gitt], row[e_rem], row[e_work] = gittins_column(j), _lt(left), _lt(left * j.gpus)
+        slack = 0.0
+        if deadline is not None:
+            d = deadline - now
+            slack = math.copysign(_lt(abs(d)), d)
+        row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, 1.0
+    return np.clip(rows, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
 
 
 def gpus_from_choice(rng: tuple[int, int], choice: float) -> int:
