@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_rl.inference.cluster import ClusterError
 from slurm_rl.inference.profile import ProfileError
+
+if TYPE_CHECKING:  # (plan pulls in the simulator: imported when a command runs)
+    from slurm_rl.inference.cluster import Cluster
+    from slurm_rl.inference.plan import Plan
+    from slurm_rl.inference.profile import Profile
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "inference"
 
@@ -178,10 +183,16 @@ def place_command(model: str, cluster_file: Path, scheduler: str,
         c = cluster.load(cluster_file)
     except ClusterError as exc:
         raise click.BadParameter(str(exc), param_hint="--cluster") from None
+    click.echo(plan.format_plan(place_or_fail(prof, c, scheduler, checkpoint)))
+
+
+def place_or_fail(prof: Profile, c: Cluster, scheduler: str, checkpoint: Path | None) -> Plan:
+    """`plan.place`, its errors as one-line click errors (`inference place`, `slurm-rl plan`)."""
+    from slurm_rl.inference import plan
+
     try:
-        p = plan.place(prof, c, scheduler, checkpoint)
+        return plan.place(prof, c, scheduler, checkpoint)
     except plan.CheckpointError as exc:
         raise click.BadParameter(str(exc), param_hint="--checkpoint") from None
     except plan.NoRoomError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(plan.format_plan(p))

@@ -17,6 +17,7 @@ from pathlib import Path
 import click
 
 from slurm_rl.inference import cluster as cl
+from slurm_rl.inference.cli import place_or_fail
 from slurm_rl.inference.profile import ProfileError
 
 
@@ -107,12 +108,7 @@ def plan_command(model: str | None, nodes: str | None, device_type: str, bandwid
         base = cl.make([device_type] * len(names), bandwidth_gbps)
     devices = tuple(replace(d, name=n) for d, n in zip(base.devices, names, strict=True))
     c = cl.Cluster(devices=devices, bandwidth=base.bandwidth, source=base.source)
-    try:
-        p = plan.place(prof, c, scheduler, checkpoint)
-    except plan.CheckpointError as exc:
-        raise click.BadParameter(str(exc), param_hint="--checkpoint") from None
-    except plan.NoRoomError as exc:
-        raise click.ClickException(str(exc)) from None
+    p = place_or_fail(prof, c, scheduler, checkpoint)
     if as_json:
         click.echo(json.dumps({"model": p.model, "scheduler": p.scheduler,
                                "predicted_latency_s": p.latency_s, "nodes": list(names),

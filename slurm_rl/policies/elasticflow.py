@@ -140,14 +140,7 @@ class _Round:
         if k is None:
             est = estimate_remaining(j, self.now)
             return remaining_at(j, est, g) if est else math.inf
-        return self._rem(k, g)
-
-    @staticmethod
-    def _rem(k: Known, g: int) -> float:
-        r = k.rems.get(g)
-        if r is None:
-            r = k.rems[g] = remaining_at(k.view, k.est, g) if k.est else math.inf
-        return r
+        return k.rem(g)
 
     def profile(self) -> ReservedGpus:
         """Running jobs' GPUs until their estimated ends (unknown: for ever); running elastic
@@ -201,7 +194,7 @@ class _Round:
             assert d is not None
             running = j.id in self.elastic
             k = None if running else self._known(j)
-            if k is not None and k.est is not None and now + k.fastest(self._rem) > d:
+            if k is not None and k.est is not None and now + k.fastest() > d:
                 # Not even now: no start in the profile (all at or after now) can make it.
                 self.refused.add(j.id)
                 continue

@@ -6,14 +6,14 @@ same with or without it (a cache, not policy state).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import is_not
 from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, NodeView
-from slurm_rl.policies.estimates import Estimate
+from slurm_rl.policies.estimates import Estimate, remaining_at
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.gpu_counts import gpu_range
 from slurm_rl.policies.ordering import Ranked, submit_key
@@ -56,11 +56,19 @@ class Known:
     """Its last (view, reason, gpus), reused while `entry_key` is the same."""
 
 
-    def fastest(self, rem: Callable[[Known, int], float]) -> float:
+    def rem(self, g: int) -> float:
+        """Remaining time at g GPUs (kept in `rems`; unknown: inf)."""
+        r = self.rems.get(g)
+        if r is None:
+            r = self.rems[g] = (remaining_at(self.view, self.est, g) if self.est
+                                else math.inf)
+        return r
+
+    def fastest(self) -> float:
         """A time that, added to the clock, is past the deadline iff every count's
         remaining time is (float addition is monotone); NaN where that is not so."""
         if self.least is None:
-            rems = [rem(self, g) for g in self.counts]
+            rems = [self.rem(g) for g in self.counts]
             if any(r != r for r in rems):
                 return math.nan  # now + NaN > d is False: the job goes the slow way
             self.least = min(rems)

@@ -20,6 +20,7 @@ from collections import Counter
 from typing import Protocol
 
 from slurm_rl.core import Decision, JobId, JobState, Policy
+from slurm_rl.policies.capabilities import Resizing
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.jobs import SimJob, gpu_range
@@ -39,7 +40,7 @@ class _Engine(Protocol):
     _pending: dict[SimJob, None]
     _ranked: list[SimJob]
     _preempts: bool
-    _resizes: bool
+    _resizer: Resizing | None
 
     def _note(self, kind: str, detail: str) -> None: ...
     def _requeue(self, job: SimJob) -> None: ...
@@ -56,7 +57,7 @@ class ApplyDecisions:
 
     def _apply(self: _Engine, d: Decision) -> None:
         active = self._active
-        if (d.preemptions and not self._preempts) or (d.resizes and not self._resizes):
+        if (d.preemptions and not self._preempts) or (d.resizes and self._resizer is None):
             raise SimulationError(
                 f"policy {self.policy.name} returned preemptions or resizes without declaring "
                 "them (slurm_rl.policies.capabilities: Preempting, Resizing)")

@@ -92,7 +92,6 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self.policy, self.cfg = policy, config
         self._trace = tuple(jobs)
         self._preempts = isinstance(policy, Preempting)
-        self._resizes = isinstance(policy, Resizing)
         self._resizer: Resizing | None = policy if isinstance(policy, Resizing) else None
         # Skipping a futile call is exact only if the next event asks the policy again at once:
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
