@@ -83,7 +83,9 @@ def test_fine_tune_on_what_the_daemon_recorded(jobs: Jobs, tmp_path: Path) -> No
     for jid in big:
         assert rows[jid]["num_gpu"] == "4" and rows[jid]["num_iteration"] == "100"
         assert rows[jid]["model_name"] == "resnet50" and rows[jid]["deadline"] == ""
-        assert 1.0 <= float(rows[jid]["duration"]) <= 10.0  # `sleep 2`, 1 s timestamps
+        # `sleep 2` with whole-second start and end times: at least 2 s; a few more at most
+        # (launch and completion on a loaded host)
+        assert 2.0 <= float(rows[jid]["duration"]) <= 5.0, rows[jid]
     assert min(float(r["submission_time"]) for r in rows.values()) == 0.0
     subs = [float(rows[j]["submission_time"]) for j in big + small]
     assert subs == sorted(subs) and subs[-1] - subs[0] < 30
