@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from slurm_rl.submit.intent import decode_comment
 
 # Keys whose value is the rest of the line (it may hold spaces); scontrol ends it with a space.
@@ -42,13 +44,19 @@ def parse_records(text: str) -> list[dict[str, str]]:
     return records
 
 
+def replace_job_id(text: str, job_id: str) -> str:
+    """The job id written as <id> where it is a whole number: job 429 must not match inside an
+    array's task id 4294967294 (CI failed on exactly that)."""
+    return re.sub(rf"(?<!\d){re.escape(job_id)}(?!\d)", "<id>", text)
+
+
 def normalise(record: dict[str, str], job_id: str) -> dict[str, str]:
     """Drop ids and times; write the job id in output paths as <id>; split the comment into the
     user's part (compared) and whether slurm-rl's intent is there (reported separately)."""
     out = {k: v for k, v in record.items() if k not in IGNORED}
     for key in JOB_ID_PATHS:
         if key in out:
-            out[key] = out[key].replace(job_id, "<id>")
+            out[key] = replace_job_id(out[key], job_id)
     # no Comment line means no comment; a tagged comment without user text has an empty part
     out["Comment"] = decode_comment(out.get("Comment", "")).user_comment
     return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from job_records import differences, normalise, parse_records
+from job_records import differences, normalise, parse_records, replace_job_id
 
 FIXTURE = (Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
            / "scontrol-show-job-dd-22.05.txt")
@@ -24,3 +24,10 @@ def test_parse_and_normalise_a_recorded_record() -> None:
     assert norm["StdOut"] == "/tmp/out-<id>_4294967294.txt"
     assert norm["Comment"] == "user words "
     assert differences(norm, {**norm, "Nice": "5"}) == {"Nice": ("0", "5")}
+
+
+def test_job_id_replaced_only_as_a_whole_number() -> None:
+    """CI once failed when job 429's id matched inside the array task id 4294967294."""
+    assert replace_job_id("/w/slurm-429_4294967294.out", "429") == "/w/slurm-<id>_4294967294.out"
+    assert replace_job_id("/w/slurm-4290.out 1429", "429") == "/w/slurm-4290.out 1429"
+    assert replace_job_id("429", "429") == "<id>"

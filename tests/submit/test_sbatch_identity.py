@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pytest
-from job_records import differences, normalise, parse_records
+from job_records import differences, normalise, parse_records, replace_job_id
 from slurm_jobs import RLSBATCH, Jobs, show_job
 
 from slurm_rl.core import Intent, ServiceClass
@@ -131,7 +131,7 @@ def _fill(words: list[str], name: str, tmp: Path, dep: str) -> list[str]:
 
 
 def _norm_output(text: str, job_id: str | None) -> str:
-    return text.replace(job_id, "<id>") if job_id else text
+    return replace_job_id(text, job_id) if job_id else text
 
 
 _FEEDBACK = ("rlsbatch: predicted start ", "rlsbatch: no prediction: ")
