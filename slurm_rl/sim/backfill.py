@@ -67,20 +67,26 @@ def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
 
 class ReservationCache:
     """The last reservation, reused while the top job, the running set and the free map are
-    unchanged (an arrival changes none of them) and no running job is past its limit."""
+    unchanged (an arrival changes none of them) and no running job is past its limit; with it
+    what backfill derives from it and the free map alone (per node: min(free now, spare))."""
 
     def __init__(self) -> None:
         self.key: tuple[int, int, int] | None = None
         self.shadow = math.inf
         self.spare: list[int] = []
+        self.avail: list[int] = []
+        self.avail_total = 0
 
     def get(self, now: float, top: SimJob, cluster: Cluster, ends: Ends
-            ) -> tuple[float, list[int]]:
+            ) -> tuple[float, list[int], list[int], int]:
+        """(shadow, spare, avail, sum(avail)), the lists the caller's own copies."""
         key = (top.seq, top.gpus, cluster.version)
         if key != self.key or (ends and now > ends[0][0]):
             self.shadow, self.spare = reservation(now, top, cluster, ends)
+            self.avail = list(map(min, cluster.free, self.spare))
+            self.avail_total = sum(self.avail)
             self.key = key
-        return self.shadow, list(self.spare)
+        return self.shadow, list(self.spare), list(self.avail), self.avail_total
 
 
 def main_pass(queue: Iterator[SimJob], cluster: Cluster,
@@ -125,10 +131,12 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
         if g > cluster.free_total:
             continue
         if shadow < 0:
-            shadow, spare = (cache.get(now, top, cluster, ends) if cache
-                             else reservation(now, top, cluster, ends))
-            avail = list(map(min, cluster.free, spare))
-            avail_total = sum(avail)
+            if cache:
+                shadow, spare, avail, avail_total = cache.get(now, top, cluster, ends)
+            else:
+                shadow, spare = reservation(now, top, cluster, ends)
+                avail = list(map(min, cluster.free, spare))
+                avail_total = sum(avail)
         if now + job.limit_at(g) <= shadow:
             alloc = cluster.place(g)  # ends before the reservation: anywhere
             if alloc is None:

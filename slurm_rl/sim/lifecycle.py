@@ -99,6 +99,7 @@ class JobLifecycle:
             node_gpus=tuple(g for _, g in job.alloc)))
         self.cluster.give(job.alloc)
         self._snapshots.dirty.update(n for n, _ in job.alloc)
+        self._snapshots.stopped.append(job.id)
         i = bisect_left(self._ends, (job.planned_end, job.seq))
         if i >= len(self._ends) or self._ends[i][2] is not job:
             raise SimulationError(f"job {job.id} missing from the running set")

@@ -26,6 +26,8 @@ class SnapshotBuilder:
         self.node_views: list[NodeView] = [node_view(n, gpus_per_node, 0) for n in range(nodes)]
         self.dirty: set[int] = set()
         """Nodes whose allocation changed since the last snapshot."""
+        self.stopped: list[JobId] = []
+        """Ids of the runs stopped since the running jobs' fixed fields were last built."""
         self._free_counts: list[int] | None = None
         """Nodes per free-GPU count, built at the first snapshot, then kept up to date."""
         self._made_views: dict[tuple[int, int], NodeView] = {}
@@ -72,7 +74,10 @@ class SnapshotBuilder:
                         fixed = static[i] = jobs[i].run_static()
                         started.append(fixed)
             before = self._static
-            self._static = views.RunningSet(tuple(static))  # type: ignore[arg-type]
+            stopped, self.stopped = self.stopped, []
+            self._static = views.RunningSet(
+                tuple(static),  # type: ignore[arg-type]
+                None if before._ids is None else (before._ids, stopped, started))
             self._static_at = self.cluster.version
             since = before._ids  # (None: no policy saw them, so none can ask for changes)
             self._before = None if since is None else (since, before, tuple(started))

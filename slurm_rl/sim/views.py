@@ -248,17 +248,32 @@ _get_id = operator.itemgetter("id")
 
 class RunningSet:
     """The running jobs' fixed fields (each plus '_run', see `running_view`; shared, never
-    written), as the engine has them between two starts or ends, and their ids once asked."""
+    written), as the engine has them between two starts or ends, and their ids once asked.
 
-    __slots__ = ("_ids", "static")
+    `derive` (optional): the previous set's ids, the ids stopped since and the fixed fields of
+    the runs started since; then the ids are that set less the stopped plus the started (a copy
+    of a set, about 3x cheaper than hashing every id again)."""
 
-    def __init__(self, static: tuple[dict[str, Any], ...]) -> None:
+    __slots__ = ("_derive", "_ids", "static")
+
+    def __init__(self, static: tuple[dict[str, Any], ...],
+                 derive: tuple[frozenset[JobId], list[JobId], list[dict[str, Any]]] | None = None
+                 ) -> None:
         self.static = static
         self._ids: frozenset[JobId] | None = None
+        self._derive = derive
 
     def ids(self) -> frozenset[JobId]:
         if self._ids is None:
-            self._ids = frozenset(map(_get_id, self.static))
+            if self._derive is None:
+                self._ids = frozenset(map(_get_id, self.static))
+            else:
+                before, stopped, started = self._derive
+                ids = set(before)
+                ids.difference_update(stopped)
+                ids.update(map(_get_id, started))
+                self._ids = frozenset(ids)
+                self._derive = None
         return self._ids
 
 

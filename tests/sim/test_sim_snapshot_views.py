@@ -18,6 +18,30 @@ def plain(s: ClusterSnapshot) -> ClusterSnapshot:
     return ClusterSnapshot(time=s.time, jobs=jobs, nodes=s.nodes)
 
 
+def test_running_ids_read_at_every_call_are_the_running_jobs() -> None:
+    """A policy that reads running_ids at every call gets each set derived from the one
+    before (less the runs stopped, plus those started): the same as counting afresh, through
+    starts, finishes, requeues and restarts of the same job."""
+    checked = []
+
+    def fn(s: ClusterSnapshot) -> Decision:
+        ids = s.running_ids
+        assert ids == frozenset(j.id for j in s.running), s.time
+        checked.append(len(ids))
+        if when and s.time >= when[0] and s.running:
+            when.pop(0)
+            wide = max(s.running, key=lambda j: (j.gpus, j.id))
+            return Decision(policy="p", preemptions=(Preempt(job_id=wide.id),))
+        return Decision(policy="p")
+
+    when = [30.0, 60.0, 95.0]
+    p = FakePolicy(fn)
+    jobs = [job(i, submit=7.0 * i, duration=30.0 + 11 * (i % 5), gpus=(1, 2, 4, 8, 3)[i % 5])
+            for i in range(20)]
+    r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0)
+    assert r.preemptions == 3 and len(checked) > 30 and max(checked) > 2
+
+
 def test_sim_snapshots_answer_like_plain_ones() -> None:
     def fn(s: ClusterSnapshot) -> Decision:
         # requeue the widest running job now and then: restarts, multi-node gangs, free maps
