@@ -206,6 +206,10 @@ class _Run:
     """The curve's points at or below that (clipped) attained run time."""
     next: float = math.inf
     """When to look at it again: when its priority may have moved, or (stale) its bound."""
+    lb: float = math.inf
+    lb_hi: int = -1
+    """The least index of points[from the run's own to lb_hi] (stale runs: each look extends
+    it to the points newly reached instead of taking the min of the whole span again)."""
 
 
 _key = attrgetter("key")
@@ -278,8 +282,10 @@ class _ByPriority:
             top = r.attained + (now - r.time) + _SLACK + 1e-9 * (abs(now) + abs(r.attained))
             grid, index, _ = curves[r.view.gpus]
             m = bisect_right(grid, top if top > 0.0 else 0.0)
-            n = r.points
-            lb = min(index[n - 1 if n > 1 else 0:(m - 1 if m > 1 else 0) + 1])
+            n, hi = r.points, (m - 1 if m > 1 else 0)
+            lo = r.lb_hi + 1 if r.lb_hi >= 0 else (n - 1 if n > 1 else 0)
+            lb = min(r.lb, *index[lo:hi + 1]) if lo <= hi else r.lb
+            r.lb, r.lb_hi = lb, max(hi, r.lb_hi)
             g = r.view.gpus
             stale[jid] = lb / (g if g > 1 else 1)
             if m < len(grid):

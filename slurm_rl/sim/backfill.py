@@ -21,10 +21,12 @@ Ends = list[tuple[float, int, SimJob]]
 
 
 def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
-                ) -> tuple[float, list[int]]:
-    """(shadow time, GPUs per node that the reserved job does not need at that time).
+                ) -> tuple[float, list[int], tuple[int, ...]]:
+    """(shadow time, GPUs per node that the reserved job does not need at that time, the
+    nodes it is reserved on).
 
-    The shadow time is math.inf when the job could not fit even on an empty cluster."""
+    The shadow time is math.inf when the job could not fit even on an empty cluster (then it
+    is reserved on no node)."""
     G, gpus = cluster.per_node, top.gpus
     future = list(cluster.free)
     if gpus <= G:
@@ -57,12 +59,22 @@ def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
         ok = feasible(touched)
         shadow = t
     if not ok:
-        return math.inf, list(cluster.free)
+        return math.inf, list(cluster.free), ()
     alloc = cluster.place_on(future, gpus)
     assert alloc is not None, "reservation feasible but not placeable"
     for node, g in alloc:
         future[node] -= g
-    return shadow, future
+    return shadow, future, tuple(node for node, _ in alloc)
+
+
+def available(free: list[int], spare: list[int], reserved: tuple[int, ...]) -> list[int]:
+    """Per node: min(free now, spare at the shadow time). Spare is free now plus what ends by
+    then, less the reservation: below free only on the reserved nodes."""
+    avail = list(free)
+    for node in reserved:
+        if spare[node] < avail[node]:
+            avail[node] = spare[node]
+    return avail
 
 
 class ReservationCache:
@@ -82,8 +94,8 @@ class ReservationCache:
         """(shadow, spare, avail, sum(avail)), the lists the caller's own copies."""
         key = (top.seq, top.gpus, cluster.version)
         if key != self.key or (ends and now > ends[0][0]):
-            self.shadow, self.spare = reservation(now, top, cluster, ends)
-            self.avail = list(map(min, cluster.free, self.spare))
+            self.shadow, self.spare, reserved = reservation(now, top, cluster, ends)
+            self.avail = available(cluster.free, self.spare, reserved)
             self.avail_total = sum(self.avail)
             self.key = key
         return self.shadow, list(self.spare), list(self.avail), self.avail_total
@@ -134,8 +146,8 @@ def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
             if cache:
                 shadow, spare, avail, avail_total = cache.get(now, top, cluster, ends)
             else:
-                shadow, spare = reservation(now, top, cluster, ends)
-                avail = list(map(min, cluster.free, spare))
+                shadow, spare, reserved = reservation(now, top, cluster, ends)
+                avail = available(cluster.free, spare, reserved)
                 avail_total = sum(avail)
         if now + job.limit_at(g) <= shadow:
             alloc = cluster.place(g)  # ends before the reservation: anywhere

@@ -213,16 +213,19 @@ def test_skipping_futile_calls_changes_nothing(jobs: list[TraceJob], nodes: int)
 def test_backfill_never_delays_the_reserved_job(jobs: list[TraceJob], nodes: int,
                                                 per_node: int) -> None:
     """fifo, limits = run times (so plans come true): the top blocked job starts no later than
-    the reservation made when it first blocked."""
+    the reservation made when it first blocked. (And `available` is min(free, spare).)"""
     jobs = [TraceJob(id=j.id, submit=j.submit, duration=j.duration, gpus=j.gpus) for j in jobs]
     promised: dict[str, float] = {}
     real = backfill.reservation
 
     def spy(now: float, top: SimJob, cluster: Cluster, ends: backfill.Ends
-            ) -> tuple[float, list[int]]:
-        shadow, spare = real(now, top, cluster, ends)
+            ) -> tuple[float, list[int], tuple[int, ...]]:
+        shadow, spare, reserved = real(now, top, cluster, ends)
+        # backfill's shortcut for what the reservation leaves per node
+        assert backfill.available(cluster.free, spare, reserved) == list(
+            map(min, cluster.free, spare))
         promised.setdefault(top.trace.id, shadow)
-        return shadow, spare
+        return shadow, spare, reserved
 
     with patch.object(backfill, "reservation", spy):
         r = simulate(jobs, policies.make("fifo"), nodes, per_node,
