@@ -288,7 +288,12 @@ class _ByPriority:
             r.lb, r.lb_hi = lb, max(hi, r.lb_hi)
             g = r.view.gpus
             stale[jid] = lb / (g if g > 1 else 1)
-            if m < len(grid):
+            # Stale now: only a point of lower index can move the bound again; look again
+            # when the first such is reached (points in between leave it as it is).
+            last = len(grid)
+            while m < last and index[m] >= lb:
+                m += 1
+            if m < last:
                 r.next = now + (grid[m] - top)
                 heappush(heap, (r.next, seq, jid))
             else:
