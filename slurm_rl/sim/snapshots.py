@@ -109,7 +109,7 @@ class RunningChanges:
         started = self._started
         if started is None:
             now = self._now
-            started = self._started = tuple([views.running_view(s, now) for s in self._fixed])
+            started = self._started = views.running_views(self._fixed, now)
         return started
 
     @property

@@ -10,6 +10,8 @@ against the real constructors (`_probe`) and kept because removing it costs meas
 - a running job's view is a `RunningView`, a JobView whose time-dependent fields are properties
   computed on first read from the run's parameters frozen at snapshot time (a policy that never
   reads them never pays);
+- running views are made in bulk (`running_views`: the __dict__ and slot descriptors mapped
+  over the run set in C, no Python loop);
 - `SimSnapshot` builds the running jobs' views only when a policy reads them, and shares one
   `RunningSet` (with its ids, worked out once) among the snapshots taken while nothing starts
   or ends.
@@ -19,7 +21,9 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+from collections import deque
 from collections.abc import Callable
+from itertools import repeat
 from typing import Any, NamedTuple
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView, NodeState, NodeView, Progress
@@ -161,12 +165,27 @@ class RunningView(JobView):
     __hash__ = JobView.__hash__
 
 
+# The descriptors object.__setattr__ would find, called directly (and mapped over a whole
+# running set in C: about 30 % cheaper than a Python loop of __setattr__ calls).
+_set_dict = next(c.__dict__["__dict__"] for c in RunningView.__mro__
+                 if "__dict__" in c.__dict__).__set__
+_set_now = RunningView.__dict__["_now"].__set__
+
+
 def running_view(static: dict[str, Any], now: float) -> JobView:
     """`static`: the run's fixed fields plus '_run' (a Run); shared, never copied."""
     view = _new(RunningView)
-    _set(view, "__dict__", static)
-    _set(view, "_now", now)
+    _set_dict(view, static)
+    _set_now(view, now)
     return view  # type: ignore[no-any-return]
+
+
+def running_views(statics: tuple[dict[str, Any], ...], now: float) -> tuple[JobView, ...]:
+    """running_view(s, now) for each of `statics`."""
+    views = list(map(_new, repeat(RunningView, len(statics))))
+    deque(map(_set_dict, views, statics), 0)
+    deque(map(_set_now, views, repeat(now)), 0)
+    return tuple(views)
 
 
 class SimSnapshot(ClusterSnapshot):
@@ -195,15 +214,8 @@ class SimSnapshot(ClusterSnapshot):
             running = self._running
         except AttributeError:
             return super().running
-        if running is None:  # running_view(static, self.time) for each, inlined
-            now, cls = self.time, RunningView
-            views = []
-            for static in self._set.static:
-                view = _new(cls)
-                _set(view, "__dict__", static)
-                _set(view, "_now", now)
-                views.append(view)
-            running = tuple(views)
+        if running is None:
+            running = running_views(self._set.static, self.time)
             _set(self, "_running", running)
         return running
 
