@@ -11,7 +11,7 @@ cons_tres placement, the scheduler cycle instants and the daemon's cycle phase a
 which job any scheduler started. Reported per policy: Kendall tau-b of start times (at Slurm's
 whole-second resolution) and the per-job JCT error. Needs the test cluster (docker/cluster up,
 SLURM_CONF set); --resim runs the simulator again on a saved replay, with parts of the model
-switched off.
+switched off. Reading the logs, saved replays and the comparison: sim_to_real_logs.py.
 
     .venv/bin/python benchmarks/sim_to_real.py --policies fifo,deadline --raw replay-new.json
     .venv/bin/python benchmarks/sim_to_real.py --resim docs/sim-to-real/replay-4.json \
@@ -27,9 +27,7 @@ import csv
 import json
 import math
 import os
-import re
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,16 +35,44 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from datetime import datetime
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from slurm_rl.sim.cluster import CONS_TRES, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.trace import TraceJob
 from slurm_rl.slurm.parse import parse_time
+
+if TYPE_CHECKING:  # mypy runs from the repository root
+    from benchmarks.sim_to_real_logs import (
+        Cycle,
+        DaemonTiming,
+        RealJob,
+        ReplayJob,
+        SimOut,
+        SlurmTiming,
+        compare,
+        daemon_timing,
+        job_events,
+        load_raw,
+        slurm_timing,
+    )
+else:  # run as a script: its own folder is on sys.path (benchmarks/ is no package)
+    from sim_to_real_logs import (
+        Cycle,
+        DaemonTiming,
+        RealJob,
+        ReplayJob,
+        SimOut,
+        SlurmTiming,
+        compare,
+        daemon_timing,
+        job_events,
+        load_raw,
+        slurm_timing,
+    )
 
 BIN = Path(sys.executable).parent
 NODES, GPUS_PER_NODE, CPUS_PER_NODE = 4, 4, 8
@@ -55,15 +81,6 @@ RELEASE_S = 0.015
 REQUEST_TERMINATE_JOB round trip to slurmd (15 ms at debug2 level on the test cluster). A main
 scheduler run 4 ms after a completion did not see that job's node free."""
 TIME_LIMIT_MIN = 5
-
-
-@dataclass(frozen=True, kw_only=True)
-class ReplayJob:
-    name: str
-    submit_offset: float
-    seconds: int
-    gpus: int
-    deadline_offset: float | None
 
 
 def compressed_workload(trace: str, start: int, count: int, median_s: float, min_s: int,
@@ -101,120 +118,10 @@ def compressed_workload(trace: str, start: int, count: int, median_s: float, min
     ]
 
 
-@dataclass(frozen=True, kw_only=True)
-class RealJob:
-    """One job as it ran on the cluster. Times are epoch seconds from slurmctld's log
-    (millisecond stamps: submission accepted, started, completed), or, without the log, the
-    rlsbatch call's midpoint and the job's own stamps."""
-
-    job: ReplayJob
-    job_id: str
-    submit: float
-    start: float
-    end: float
-    deadline: float | None
-    nodes: str = ""
-    """Slurm's node list (node3, node[1-2])."""
-    slurm_start: float | None = None
-    """Slurm's StartTime as squeue shows it (whole seconds): start order is compared at this
-    resolution."""
-    payload: tuple[float, float] | None = None
-    """The job's own stamps: its script's first and last instruction."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class DaemonTiming:
-    """When the real daemon's cycles ran, from its log: the phase of its fixed-rate 1 s cycle
-    (epoch seconds mod 1) and its median poll-to-act time over cycles that changed something."""
-
-    phase_s: float
-    delay_s: float
-    cycles: int
-
-
-_CYCLE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO cycle \d+: .*"
-                    r"made (\d+) job updates.* total ([\d.]+)s$")
-
-
-def daemon_timing(log: Path) -> DaemonTiming | None:
-    starts: list[float] = []
-    delays: list[float] = []
-    for line in log.read_text().splitlines():
-        m = _CYCLE.match(line)
-        if not m:
-            continue
-        at = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp() + int(m[2]) / 1000
-        total = float(m[4])
-        starts.append(at - total)
-        if int(m[3]) > 0:
-            delays.append(total)
-    if not starts:
-        return None
-    # The cycle is fixed-rate (interval minus the cycle's own time): one phase for all.
-    phases = sorted(t % 1.0 for t in starts)
-    return DaemonTiming(phase_s=round(statistics.median(phases), 3),
-                        delay_s=round(statistics.median(delays or [0.0]), 3),
-                        cycles=len(starts))
-
-
 def _gres_args(gpus: int) -> list[str]:
     if gpus <= GPUS_PER_NODE:
         return [f"--gres=gpu:{gpus}"]
     return [f"--gres=gpu:{GPUS_PER_NODE}", f"--nodes={gpus // GPUS_PER_NODE}"]
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cycle:
-    """When one of slurmctld's scheduler cycles ran during the replay: each run's instant
-    (epoch seconds, from slurmctld's debug log, millisecond stamps) and a grid anchor + k x
-    period fitted to them for after the last one. Only when the scheduler ran is used, not
-    what it did."""
-
-    period_s: float
-    anchor_s: float
-    times: tuple[float, ...]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SlurmTiming:
-    backfill: Cycle | None
-    """"sched/backfill: _attempt_backfill: beginning" lines (DebugFlags=Backfill)."""
-    main: Cycle | None
-    """"sched: Running job scheduler" lines (SlurmctldDebug=debug)."""
-    launch_s: float | None = None
-    """Median time from a job's start line in the log to the job's own first stamp."""
-
-
-_BF_RUN = re.compile(r"^\[(\S+)\] sched/backfill: _attempt_backfill: beginning")
-_MAIN_RUN = re.compile(r"^\[(\S+)\] debug:  sched: Running job scheduler")
-def slurm_timing(lines: list[str], real: list[RealJob], t0: float, t1: float) -> SlurmTiming:
-    """From slurmctld's log lines: when its two schedulers ran in [t0, t1]; and the launch
-    latency of the replay's jobs (their own first stamp after the logged start)."""
-    bf: list[float] = []
-    main: list[float] = []
-    for line in lines:
-        m = _BF_RUN.match(line) or _MAIN_RUN.match(line)
-        if m:
-            t = datetime.fromisoformat(m[1]).timestamp()
-            if t0 <= t <= t1:
-                (bf if m.re is _BF_RUN else main).append(t)
-    lags = [r.payload[0] - r.start for r in real if r.payload and r.payload[0] != r.start]
-    return SlurmTiming(backfill=_cycle(bf), main=_cycle(main),
-                       launch_s=round(statistics.median(lags), 3) if lags else None)
-
-
-def _cycle(times: list[float]) -> Cycle | None:
-    if len(times) < 3:
-        return None
-    times.sort()
-    ks = [round(t - times[0]) for t in times]
-    mk, mt = statistics.fmean(ks), statistics.fmean(times)
-    var = sum((k - mk) ** 2 for k in ks)
-    period = (sum((k - mk) * (t - mt) for k, t in zip(ks, times, strict=True)) / var
-              if var else 1.0)
-    anchor = statistics.median(t - period * k for k, t in zip(ks, times, strict=True))
-    return Cycle(period_s=round(period, 6), anchor_s=round(anchor, 3),
-                 times=tuple(round(t, 3) for t in times))
 
 
 @contextmanager
@@ -320,24 +227,6 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
     return real, daemon_timing(workdir / "daemon.log"), bf
 
 
-_EVENT = re.compile(r"^\[(\S+)\] (?:(_slurm_rpc_submit_batch_job: )|(sched/backfill: _start_job: "
-                    r"Started |sched: Allocate )|(_job_complete: ))JobId=(\d+)( done)?")
-
-
-def job_events(lines: list[str], ids: set[str]) -> dict[str, dict[str, float]]:
-    """Per job id: when slurmctld accepted it ("submit"), started it ("start") and saw it
-    complete ("done"), from its log (millisecond stamps)."""
-    out: dict[str, dict[str, float]] = {}
-    for line in lines:
-        m = _EVENT.match(line)
-        if not m or m[5] not in ids:
-            continue
-        kind = "submit" if m[2] else "start" if m[3] else "done" if m[6] else None
-        if kind:
-            out.setdefault(m[5], {})[kind] = datetime.fromisoformat(m[1]).timestamp()
-    return out
-
-
 def _squeue(ids: list[str]) -> dict[str, list[str]]:
     out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o",
                           "%i|%T|%V|%S|%e|%N"], capture_output=True, text=True, check=True)
@@ -359,10 +248,6 @@ class SimModel:
     latency."""
     release_s: float = RELEASE_S
     """GPUs stay held this long after slurmctld logs a completion."""
-
-
-SimOut = dict[str, tuple[float, float, str]]
-"""job id -> (start, end, first node list) in epoch seconds."""
 
 
 def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
@@ -414,75 +299,6 @@ def _nodelist(nodes: tuple[str, ...]) -> str:
     if nums == list(range(nums[0], nums[-1] + 1)):
         return f"node[{nums[0]}-{nums[-1]}]"
     return "node[" + ",".join(map(str, nums)) + "]"
-
-
-def kendall_tau_b(xs: list[float], ys: list[float]) -> float:
-    conc = disc = tx = ty = 0
-    n = len(xs)
-    for i in range(n):
-        for k in range(i + 1, n):
-            dx, dy = xs[i] - xs[k], ys[i] - ys[k]
-            if dx == 0 and dy == 0:
-                continue
-            if dx == 0:
-                tx += 1
-            elif dy == 0:
-                ty += 1
-            elif (dx > 0) == (dy > 0):
-                conc += 1
-            else:
-                disc += 1
-    denom = math.sqrt((conc + disc + tx) * (conc + disc + ty))
-    return (conc - disc) / denom if denom else 1.0
-
-
-def compare(real: list[RealJob], sim: SimOut) -> dict[str, float]:
-    # Start order at Slurm's resolution (whole seconds; jobs started in one scheduling pass tie
-    # there instead of being ordered by milliseconds of launch noise).
-    rs = [r.slurm_start if r.slurm_start is not None else math.floor(r.start) for r in real]
-    ss = [float(math.floor(sim[r.job_id][0])) for r in real]
-    errors = []
-    for r in real:
-        real_jct = r.end - r.submit
-        sim_jct = sim[r.job_id][1] - r.submit
-        errors.append(abs(sim_jct - real_jct) / real_jct)
-    errors.sort()
-    same_nodes = sum(1 for r in real if r.nodes and r.nodes == sim[r.job_id][2])
-    return {"jobs": len(real), "kendall_tau_b": round(kendall_tau_b(rs, ss), 4),
-            "same_first_nodes": same_nodes,
-            "mean_jct_error": round(sum(errors) / len(errors), 4),
-            "p90_jct_error": round(errors[int(0.9 * (len(errors) - 1))], 4),
-            "mean_real_jct_s": round(sum(r.end - r.submit for r in real) / len(real), 1)}
-
-
-def _load_cycle(d: dict[str, Any] | None) -> Cycle | None:
-    if not d:
-        return None
-    return Cycle(period_s=float(d["period_s"]), anchor_s=float(d["anchor_s"]),
-                 times=tuple(d.get("times", ())))
-
-
-def load_raw(path: Path
-             ) -> dict[str, tuple[list[RealJob], DaemonTiming | None, SlurmTiming | None]]:
-    """A saved replay (--raw): the real side of each policy, to simulate again."""
-    out = {}
-    for policy, data in json.loads(path.read_text()).items():
-        rows = data["jobs"] if isinstance(data, dict) else data  # older files: a bare list
-        timing = (DaemonTiming(**data["daemon"]) if isinstance(data, dict) and data["daemon"]
-                  else None)
-        st = data.get("slurm") if isinstance(data, dict) else None
-        bf = (SlurmTiming(backfill=_load_cycle(st["backfill"]), main=_load_cycle(st["main"]),
-                          launch_s=st.get("launch_s")) if st else None)
-        out[policy] = ([RealJob(job=ReplayJob(name=r["job_id"], submit_offset=0.0,
-                                              seconds=r["sleep"], gpus=r["gpus"],
-                                              deadline_offset=None),
-                                job_id=r["job_id"], submit=r["submit"], start=r["real_start"],
-                                end=r["real_end"], deadline=r["deadline"],
-                                nodes=r.get("real_nodes", ""),
-                                slurm_start=r.get("slurm_start", r["real_start"]),
-                                payload=tuple(r["payload"]) if r.get("payload") else None)
-                        for r in rows], timing, bf)
-    return out
 
 
 def main() -> None:
