@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Iterator
 
-from slurm_rl.sim.cluster import Alloc, Cluster, split
+from slurm_rl.sim.cluster import BEST_FIT, Alloc, Cluster, place_in_buckets, split
 from slurm_rl.sim.jobs import SimJob
 
 Ends = list[tuple[float, int, SimJob]]
@@ -35,14 +35,16 @@ def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
         ok = False
     else:
         k, base, extra = split(gpus, G)
-        ge_base = sum(1 for f in future if f >= base)
-        ge_more = sum(1 for f in future if f >= base + 1)
+        counts = cluster.free_counts()
+        ge_base = sum(counts[base:])
+        ge_more = sum(counts[base + 1:])
 
         def feasible(touched: Iterable[int]) -> bool:
             return ge_more >= extra and ge_base >= k
         ok = feasible(())
     shadow = now if ok else math.inf
     i, n_ends = 0, len(ends)
+    changed: list[int] = []  # nodes whose future differs from free now
     while not ok and i < n_ends:
         t = max(now, ends[i][0])
         touched: list[int] = []
@@ -57,10 +59,12 @@ def reservation(now: float, top: SimJob, cluster: Cluster, ends: Ends
                     ge_more += (old < base + 1 <= old + g)
             i += 1
         ok = feasible(touched)
+        changed += touched
         shadow = t
     if not ok:
         return math.inf, list(cluster.free), ()
-    alloc = cluster.place_on(future, gpus)
+    alloc = (place_in_buckets(cluster.buckets_with(future, changed), gpus, G)
+             if cluster.placement == BEST_FIT else cluster.place_on(future, gpus))
     assert alloc is not None, "reservation feasible but not placeable"
     for node, g in alloc:
         future[node] -= g

@@ -21,7 +21,7 @@ takes one CPU on each of its nodes (Slurm's default of one task, one CPU) out of
 from __future__ import annotations
 
 import bisect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 Alloc = tuple[tuple[int, int], ...]
 """(node index, GPUs) pairs of one job."""
@@ -53,6 +53,32 @@ def place_on(free: Sequence[int], gpus: int, per_node: int) -> Alloc | None:
         return None
     chosen = [(n, base + 1) for _, n in more[:extra]]
     chosen += [(n, base) for _, n in more[extra:need]]
+    chosen += [(n, base) for n in take_exact]
+    return tuple(sorted(chosen))
+
+
+def place_in_buckets(buckets: Sequence[Sequence[int]], gpus: int, per_node: int
+                     ) -> Alloc | None:
+    """Best fit over nodes bucketed by free GPUs (buckets[f]: the nodes with f free, in index
+    order): the same placement as `place_on` on the free map they hold, in O(G)."""
+    G = per_node
+    if gpus <= G:
+        for f in range(gpus, G + 1):
+            if buckets[f]:
+                return ((buckets[f][0], gpus),)
+        return None
+    k, base, extra = split(gpus, G)
+    take_exact = list(buckets[base][: k - extra]) if base <= G else []
+    need = k - len(take_exact)
+    more: list[int] = []
+    for f in range(base + 1, G + 1):
+        more.extend(buckets[f][: need - len(more)])
+        if len(more) >= need:
+            break
+    if len(more) < need:
+        return None
+    chosen = [(n, base + 1) for n in more[:extra]]
+    chosen += [(n, base) for n in more[extra:need]]
     chosen += [(n, base) for n in take_exact]
     return tuple(sorted(chosen))
 
@@ -136,26 +162,24 @@ class Cluster:
             return None
         if self.placement == CONS_TRES:
             return place_cons_tres(self.free, self.jobs_on, gpus, self.per_node, self.cpus)
-        G, buckets = self.per_node, self._buckets
-        if gpus <= G:
-            for f in range(gpus, G + 1):
-                if buckets[f]:
-                    return ((buckets[f][0], gpus),)
-            return None
-        k, base, extra = split(gpus, G)
-        take_exact = buckets[base][: k - extra] if base <= G else []
-        need = k - len(take_exact)
-        more: list[int] = []
-        for f in range(base + 1, G + 1):
-            more.extend(buckets[f][: need - len(more)])
-            if len(more) >= need:
-                break
-        if len(more) < need:
-            return None
-        chosen = [(n, base + 1) for n in more[:extra]]
-        chosen += [(n, base) for n in more[extra:need]]
-        chosen += [(n, base) for n in take_exact]
-        return tuple(sorted(chosen))
+        return place_in_buckets(self._buckets, gpus, self.per_node)
+
+    def free_counts(self) -> list[int]:
+        """[f]: how many nodes have f GPUs free."""
+        return [len(b) for b in self._buckets]
+
+    def buckets_with(self, free: Sequence[int], nodes: Iterable[int]) -> list[list[int]]:
+        """The buckets of `free`, a free map that differs from this cluster's only on `nodes`
+        (O(G + changed nodes), not O(nodes))."""
+        buckets = [list(b) for b in self._buckets]
+        now = self.free
+        for node in set(nodes):
+            old, new = now[node], free[node]
+            if old != new:
+                bucket = buckets[old]
+                del bucket[bisect.bisect_left(bucket, node)]
+                bisect.insort(buckets[new], node)
+        return buckets
 
     def _move(self, node: int, delta: int) -> None:
         old = self.free[node]

@@ -3,7 +3,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slurm_rl.sim.cluster import Cluster, place_cons_tres, place_on, split
+from slurm_rl.sim.cluster import Cluster, place_cons_tres, place_in_buckets, place_on, split
 
 
 def test_split_even() -> None:
@@ -49,6 +49,29 @@ def test_bucketed_placement_matches_the_plain_scan(nodes: int, per_node: int,
             c.take(alloc)
             c.audit()
             assert all(0 <= f <= per_node for f in c.free)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 6), st.sampled_from([1, 2, 4, 8]), st.data())
+def test_placement_on_a_changed_free_map_from_buckets(nodes: int, per_node: int,
+                                                     data: st.DataObject) -> None:
+    """What the backfill reservation does: the buckets of a free map that differs from the
+    cluster's on a few nodes (GPUs freed there), placed in, as place_on would."""
+    c = Cluster(nodes, per_node)
+    for _ in range(data.draw(st.integers(0, 8))):
+        alloc = c.place(data.draw(st.integers(1, nodes * per_node)))
+        if alloc is not None:
+            c.take(alloc)
+    future = list(c.free)
+    changed = data.draw(st.lists(st.integers(0, nodes - 1), max_size=8))
+    for n in changed:
+        future[n] = data.draw(st.integers(future[n], per_node))
+    buckets = c.buckets_with(future, changed)
+    assert [sorted(b) for b in buckets] == buckets and sum(map(len, buckets)) == nodes
+    assert all(future[n] == f for f, b in enumerate(buckets) for n in b)
+    assert c.free_counts() == [c.free.count(f) for f in range(per_node + 1)]
+    for g in range(1, nodes * per_node + 1):
+        assert place_in_buckets(buckets, g, per_node) == place_on(future, g, per_node)
 
 
 # --- cons_tres placement: cases measured on the test cluster (Slurm 22.05.8, 4 nodes x 8 CPUs
