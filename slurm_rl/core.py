@@ -201,6 +201,17 @@ class ClusterSnapshot:
         return frozenset(j.id for j in self.running)
 
     @property
+    def running_predicted(self) -> tuple[float | None, ...]:
+        """Each running job's predicted_remaining_s, in `running` order. (The simulator's
+        snapshots work them out for all running jobs at once, without building their views.)"""
+        return tuple(j.predicted_remaining_s for j in self.running)
+
+    @property
+    def running_gpus(self) -> tuple[int, ...]:
+        """Each running job's GPUs, in `running` order (the same shortcut)."""
+        return tuple(j.gpus for j in self.running)
+
+    @property
     def finished(self) -> tuple[JobView, ...]:
         """Jobs neither pending nor running (a finished job Slurm still lists)."""
         return tuple(j for j in self.jobs if j.state.is_finished)

@@ -131,11 +131,13 @@ class _Starts:
         return max(self.now, times[i]) if i < len(times) else self.now
 
     def _ends(self) -> list[float]:
-        now, running = self.now, self._snapshot.running
-        # The policy's hottest loop, kept in C: estimate_remaining's first case (a prediction,
-        # max(0.0, predicted)) for all running jobs at once, the other cases one by one.
-        seconds: list[float | None] = list(map(_predicted, running))
+        now, snapshot = self.now, self._snapshot
+        # The policy's hottest loop: estimate_remaining's first case (a prediction,
+        # max(0.0, predicted)) for all running jobs at once (the simulator's snapshots work
+        # them out without building views), the other cases one by one.
+        seconds: list[float | None] = list(snapshot.running_predicted)
         if None in seconds:
+            running = snapshot.running
             for i, j in enumerate(running):
                 if seconds[i] is None:
                     est = estimate_remaining(j, now)
@@ -143,7 +145,7 @@ class _Starts:
             gpus = [j.gpus for j, s in zip(running, seconds, strict=True) if s is not None]
             known = [s for s in seconds if s is not None]
         else:
-            gpus, known = list(map(_gpus, running)), seconds  # type: ignore[assignment]
+            gpus, known = list(snapshot.running_gpus), seconds  # type: ignore[assignment]
         ends = list(map(operator.add, itertools.repeat(now),
                         map(max, itertools.repeat(0.0), known)))  # now + max(0.0, s)
         # By end alone: the GPUs of jobs that end at the same time are freed together, so
@@ -156,8 +158,6 @@ class _Starts:
         return ends
 
 
-_predicted = operator.attrgetter("predicted_remaining_s")
-_gpus = operator.attrgetter("gpus")
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -51,16 +51,22 @@ def test_sim_snapshots_answer_like_plain_ones() -> None:
         return Decision(policy="p")
 
     p = FakePolicy(fn)
-    jobs = [job(i, submit=10.0 * i, duration=40.0 + 15 * (i % 4), gpus=(1, 2, 4, 8, 3)[i % 5])
-            for i in range(14)]
+    jobs = [job(i, submit=10.0 * i, duration=40.0 + 15 * (i % 4), gpus=(1, 2, 4, 8, 3)[i % 5],
+                total_steps=None if i % 3 == 0 else 100 * (i + 1)) for i in range(14)]
     r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0)
     assert r.preemptions == 2 and len(p.seen) > 20
+    predicted = [x for s in p.seen for x in s.running_predicted]
+    assert None in predicted and len({x for x in predicted if x is not None}) > 10
     assert any(len(s.running) > 1 and any(j.gpus > 4 for j in s.running) for s in p.seen)
     for s in p.seen:  # read only now, after the run
         ref = plain(s)
         assert s == ref and ref == s
         assert s.pending == ref.pending and s.running == ref.running and s.jobs == ref.jobs
         assert s.running_ids == ref.running_ids == frozenset(j.id for j in ref.running)
+        # the bulk shortcuts: the same values (the same floats) as each view's field
+        assert s.running_predicted == ref.running_predicted == tuple(
+            j.predicted_remaining_s for j in s.running)
+        assert s.running_gpus == ref.running_gpus == tuple(j.gpus for j in ref.running)
         assert s.finished == ref.finished == ()
         got, want = Capacity.of(s), Capacity.of(ref)
         assert (got.free, got.node_cap, got.total_free) == (want.free, want.node_cap,
