@@ -148,23 +148,27 @@ class _Round:
         show are held for ever."""
         now, snap, elastic = self.now, self.snapshot, self.elastic
         holds = []
-        shown = 0
-        for j in snap.running:
-            g = j.gpus
-            shown += g
-            if elastic and j.id in elastic:
-                if _deadline(j) is not None:
+        gpus = snap.running_gpus
+        shown = sum(gpus)
+        running = snap.running if elastic else None  # (views only where needed)
+        # rem(j, g) for the prediction at its own count (estimate_remaining's first source,
+        # which remaining_at returns as it is), inlined: the hottest loop
+        for i, (g, p) in enumerate(zip(gpus, snap.running_predicted, strict=True)):
+            if elastic:
+                assert running is not None
+                j = running[i]
+                if j.id in elastic:
+                    if _deadline(j) is not None:
+                        continue
+                    g = self.floor[j.id]
+                    holds.append((now + self.rem(j, g), g))
                     continue
-                g = self.floor[j.id]
-                holds.append((now + self.rem(j, g), g))
-                continue
-            # rem(j, g) for the prediction at its own count (estimate_remaining's first
-            # source, which remaining_at returns as it is), inlined: the hottest loop
-            p = j.predicted_remaining_s
             if p is not None and g >= 1:
                 holds.append((now + (p if p > 0.0 else 0.0), g))
             else:
-                holds.append((now + self.rem(j, g), g))
+                if running is None:
+                    running = snap.running
+                holds.append((now + self.rem(running[i], g), g))
         alloc = usable_alloc(snap.nodes, self.mem)
         return ReservedGpus.of_holds(self.total, now, max(0, alloc - shown), holds)
 
@@ -173,7 +177,7 @@ class _Round:
         ending by now are left out), read without any estimate (gpu_profile.LazyProfile)."""
         mem, snap = self.mem, self.snapshot
         if mem.shown_for is not snap.running_ids:  # the same object: the same runs
-            mem.shown, mem.shown_for = sum(j.gpus for j in snap.running), snap.running_ids
+            mem.shown, mem.shown_for = sum(snap.running_gpus), snap.running_ids
         elastic = sum(j.gpus for j in self.elastic.values())
         floors = sum(self.floor.values())
         return max(0, usable_alloc(snap.nodes, mem) - mem.shown) + mem.shown - elastic + floors
