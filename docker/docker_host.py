@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -60,10 +61,16 @@ def host_client_fits(version: str) -> bool:
 
     Slurm accepts clients of at most two releases back; the host (Debian 12) has 22.05, so on
     trixie's 24.11 and forky's 26.05 clusters client commands run in a container instead."""
-    try:
-        out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    # sinfo reads a slurm.conf even for -V (with none it tries DNS SRV records and dies): give
+    # it a minimal one, so that the answer does not depend on the caller's SLURM_CONF.
+    with tempfile.TemporaryDirectory() as tmp:
+        conf = Path(tmp) / "slurm.conf"
+        conf.write_text("ClusterName=version\nSlurmctldHost=localhost\n")
+        try:
+            out = subprocess.run(["sinfo", "-V"], capture_output=True, text=True, timeout=10,
+                                 env=dict(os.environ, SLURM_CONF=str(conf)))
+        except (OSError, subprocess.TimeoutExpired):
+            return False
     parts = out.stdout.split()
     return len(parts) == 2 and parts[1].startswith(version + ".")
 

@@ -13,11 +13,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 CLUSTER = REPO / "docker" / "cluster"
-STATE_DIR = Path(os.environ.get("SLURM_RL_CLUSTER_DIR", "/var/tmp/slurm-rl-cluster"))
 # Which launcher the fixture starts: native (default: daemons on this host) or docker (the same
 # cluster in containers, docker/cluster_docker.py; its own SLURM_RL_CLUSTER_DIR, default
-# /var/tmp/slurm-rl-docker).
+# /var/tmp/slurm-rl-docker). `make test` sets it from its ENGINE (docker unless no Docker
+# engine can run; docker/engine-up).
 ENGINE = os.environ.get("SLURM_RL_ENGINE", "native")
+STATE_DIR = Path(os.environ.get("SLURM_RL_CLUSTER_DIR", "/var/tmp/slurm-rl-docker"
+                                if ENGINE == "docker" else "/var/tmp/slurm-rl-cluster"))
 
 
 def _cluster(*args: str) -> list[str]:

@@ -43,6 +43,10 @@ def test_readme_quick_look_runs_after_the_demo_hint(tmp_path: Path) -> None:
               .replace("--once", f"--once --only-name-prefix {tag}", 1))
     assert script.count(tag) == 2 and script.count(str(tmp_path)) == 3
     fresh = {"HOME": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
+    # `docker/cluster env` reads the engine (and its directory) from these: the block then
+    # points at the cluster this session tests (the docker engine's under `make test`).
+    fresh.update({k: os.environ[k] for k in ("SLURM_RL_ENGINE", "SLURM_RL_CLUSTER_DIR")
+                  if k in os.environ})
     try:
         proc = subprocess.run(["bash", "-e", "-c", script], cwd=REPO, env=fresh,
                               capture_output=True, text=True, timeout=240)

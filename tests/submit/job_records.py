@@ -8,11 +8,15 @@ from slurm_rl.submit.intent import decode_comment
 
 # Keys whose value is the rest of the line (it may hold spaces); scontrol ends it with a space.
 WHOLE_LINE = ("Comment=", "Command=", "WorkDir=", "StdErr=", "StdIn=", "StdOut=",
-              "AdminComment=", "SystemComment=", "MailUser=")
+              "AdminComment=", "SystemComment=", "MailUser=", "SubmitLine=")
 IGNORED = frozenset({"JobId", "ArrayJobId", "SubmitTime", "EligibleTime", "AccrueTime",
                      "StartTime", "EndTime", "LastSchedEval", "PreemptEligibleTime",
-                     "PreemptTime", "SuspendTime", "RunTime", "HetJobId", "HetJobOffset"})
-"""Ids and times: these differ between any two submissions."""
+                     "PreemptTime", "SuspendTime", "RunTime", "HetJobId", "HetJobOffset",
+                     "SLUID", "SubmitLine"})
+"""Ids and times: these differ between any two submissions. Slurm 26.05 adds two: SLUID, a
+unique id per submission, and SubmitLine, the command line that submitted the job; rlsbatch's
+is by design not the user's (sbatch's, with the --rl-* flags taken out and slurm-rl's tag in
+--comment), and what the command line asked for is compared field by field."""
 JOB_ID_PATHS = ("StdErr", "StdIn", "StdOut")
 
 
