@@ -9,6 +9,8 @@ the busy stretches. The cluster is sized by --load (default 0.8) on 4-GPU nodes.
     .venv/bin/python benchmarks/bench_sim.py                 # every non-oracle policy
     .venv/bin/python benchmarks/bench_sim.py --oracles       # ... and the oracles
     .venv/bin/python benchmarks/bench_sim.py --policy edf --jobs 20000
+    .venv/bin/python benchmarks/bench_sim.py --policy fifo --policy rl \
+        --policy-option rl:preempt_margin=0          # a policy's options (NAME:KEY=VALUE)
 
 Every policy runs on the rigid trace as shipped (no elastic jobs: the ITP traces have no GPU
 ranges), elasticflow too: there it is EDF with admission control. The digest (sha256 of every
@@ -59,11 +61,20 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--tick", type=float, default=60.0, help="policy tick, seconds")
+    ap.add_argument("--policy-option", action="append", default=[], metavar="NAME:KEY=VALUE",
+                    help="an option for one policy (repeatable), e.g. rl:preempt_margin=0")
     ap.add_argument("--null", action="store_true",
                     help="also run a policy that decides nothing, asked at every event: the "
                     "engine's own cost")
     args = ap.parse_args()
 
+    options: dict[str, dict[str, str]] = {}
+    for item in args.policy_option:
+        name, sep, kv = item.partition(":")
+        key, eq, value = kv.partition("=")
+        if not (sep and eq and name and key):
+            ap.error(f"--policy-option {item!r}: expected NAME:KEY=VALUE")
+        options.setdefault(name, {})[key] = value
     t0 = time.perf_counter()
     jobs = build_trace(args.jobs)
     nodes = trace.nodes_for_load(jobs, args.load, args.gpus_per_node)
@@ -77,7 +88,7 @@ def main() -> None:
         if name != "null" and name not in policies.names():
             print(f"{name}: not available (registered: {', '.join(policies.names())})")
             continue
-        policy = NullPolicy() if name == "null" else policies.make(name)
+        policy = NullPolicy() if name == "null" else policies.make(name, **options.get(name, {}))
         cfg = EngineConfig(nodes=nodes, gpus_per_node=args.gpus_per_node, tick_s=args.tick,
                            skip_futile=name != "null")
         sim = Simulator(jobs, policy, cfg)

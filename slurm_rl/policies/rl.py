@@ -3,15 +3,13 @@
 `decision_from_scores` the training environment uses, so the simulator and the daemon decide as
 training did.
 
-Deterministic (the Gaussian's mean, under `torch.no_grad`), stateless. GPU counts unchanged.
-With `preempt_margin` set (the shipped default is None: order-only), it is also PREEMPTIVE
-(`Preempting`): a pending job that does not fit in the free GPUs, taken in the network's order,
-requeues running jobs whose stated remaining GPU-seconds (`remaining_work`: the remaining run
-time `estimates.estimate_remaining` gives, x GPUs; never a true duration) exceed (1 +
-preempt_margin) times its own, largest first, until it fits (`plan_preemptions`); a job that
-cannot fit even then stops nobody. The live daemon records preemptions but does not apply them
-(docs/daemon.md): on a live cluster only the order takes effect. torch is imported when the
-policy is built, never when policy names are listed, so `rlsbatch` never loads it.
+Deterministic (the Gaussian's mean, under `torch.no_grad`). GPU counts unchanged. With
+`preempt_margin` unset (None) it is order-only and stateless; set (a number >= 0), `new` builds
+the PREEMPTIVE form (`policies/rl_preempt.py`): running jobs the same network scores below a
+pending job that does not fit by more than the margin are requeued (`plan_preemptions`).
+`preempt_by_work` here is the imitation teacher's preemption (stated remaining GPU-seconds;
+benchmarks/rl_teachers.py). torch is imported when the policy is built, never when policy names
+are listed, so `rlsbatch` never loads it.
 
 A checkpoint that does not load, or a network that returns a non-finite score, raises
 `RLPolicyError` with one line saying why: the daemon catches it and decides with its fallback.
@@ -28,11 +26,11 @@ from typing import Any
 import numpy as np
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, Preempt, id_key
-from slurm_rl.policies.capacity import Capacity, job_parts
+from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.options import build
 from slurm_rl.policies.preemption import plan_preemptions
-from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features, running_rows
+from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features
 
 NAME = "rl"
 
@@ -141,96 +139,16 @@ class RL(_OrderOnly):
     """Order-only (declares no capability)."""
 
 
-@dataclass(frozen=True, kw_only=True)
-class RLPreempting(_OrderOnly):
-    """The learned order plus preemption by the same network's scores (Preempting)."""
-
-    preempt_margin: float = 0.0
-    """Requeue a running job only if a pending job's score exceeds its own by more than this."""
-
-    def __post_init__(self) -> None:
-        if not self.preempt_margin >= 0:
-            raise ValueError(f"preempt_margin must be >= 0, got {self.preempt_margin}")
-        super().__post_init__()
-
-    def may_preempt(self, job: JobView) -> bool:
-        """Preempting (capabilities.py): managed, plainly RUNNING jobs."""
-        return may_preempt(job)
-
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        import torch
-
-        if not _worth_deciding(snapshot):
-            return Decision(policy=self.name)
-        f = features(snapshot, self._fcfg)
-        n = len(f.shown_ids)
-        if n == 0:
-            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
-        net, cluster = self._model, torch.from_numpy(f.cluster_feats)
-        stoppable = [v for v in snapshot.running if may_preempt(v)]
-        rows = f.job_feats[:n]
-        if stoppable:
-            rows = np.concatenate([rows, running_rows(snapshot, stoppable)])
-        with torch.no_grad():
-            s = net.scores(torch.from_numpy(rows), cluster).numpy().astype(np.float64)
-        if not np.isfinite(s).all():
-            bad = int((~np.isfinite(s)).sum())
-            raise RLPolicyError(f"rl: the network returned a non-finite score at "
-                                f"t={snapshot.time:.0f} ({bad} of {len(s)} jobs)")
-        d = decision_from_scores(snapshot, f.shown_ids, s[:n], policy=self.name)
-        if not stoppable:
-            return d
-        score = dict(zip(f.shown_ids, s[:n].tolist(), strict=True))
-        score.update(zip((v.id for v in stoppable), s[n:].tolist(), strict=True))
-        by_id = {j.id: j for j in snapshot.pending}
-        movers = [by_id[o.job_id] for o in d.order[:n] if not by_id[o.job_id].held]
-        victims = sorted(stoppable, key=lambda v: (score[v.id], -v.submit_time))
-        m = self.preempt_margin
-        pre, _ = plan_preemptions(
-            Capacity.of(snapshot), movers, victims,
-            outranks=lambda p, v: score[p.id] > score[v.id] + m,
-            reason=lambda v, p: (f"rl: score {score[v.id]:.3g} < {score[p.id]:.3g} - {m:g} "
-                                 f"of job {p.id} ({p.gpus} GPUs)"))
-        return Decision(policy=d.policy, order=d.order, preemptions=pre) if pre else d
-
-
-def _worth_deciding(snapshot: ClusterSnapshot) -> bool:
-    """Whether the preempting `rl` runs its network: some managed pending job fits the free
-    GPUs now (the order matters), or one arrived at this instant (it may preempt). Otherwise
-    nothing can start and the answer is an empty Decision (every job keeps what it has): a
-    pending job considers preemption when it arrives, and again whenever GPUs free up and
-    something fits. Keeps the per-event cost of a Preempting policy near an order-only one's."""
-    now = snapshot.time
-    free: Capacity | None = None
-    looked = False
-    tried: set[tuple[int, int]] = set()
-    for j in snapshot.pending:
-        if not j.managed or j.held:
-            continue
-        if j.submit_time == now:
-            return True
-        if not looked:
-            looked = True
-            cap = Capacity.of(snapshot)
-            free = cap if cap.fits((1,)) else None
-        if free is None:
-            continue  # (no free GPU: only an arrival matters)
-        key = (j.gpus, j.nodes)
-        if key not in tried:
-            if free.fits(job_parts(j, None, free.node_cap)):
-                return True
-            tried.add(key)
-    return False
-
-
-def new(**options: Any) -> RL | RLPreempting:
+def new(**options: Any) -> Any:
     """Options: checkpoint (the shipped one); preempt_margin (none: order-only; a number >=
-    0: preemptive, see the module docstring)."""
-    margin = options.pop("preempt_margin", None)
+    0: preemptive, `policies/rl_preempt.py`, with its options rescore_s and max_restarts)."""
+    margin = options.get("preempt_margin")
     if margin is None or margin == "none":
-        return build(RL, options)
-    try:
-        value = float(margin)
-    except (TypeError, ValueError):
-        raise ValueError(f"preempt_margin must be a number >= 0 or none, got {margin!r}") from None
-    return build(RLPreempting, {**options, "preempt_margin": value})
+        rest = {k: v for k, v in options.items() if k != "preempt_margin"}
+        extra = sorted(set(rest) & {"rescore_s", "max_restarts", "protect_gpus", "protect_run_s"})
+        if extra:
+            raise ValueError(f"{', '.join(extra)}: only with preempt_margin set")
+        return build(RL, rest)
+    from slurm_rl.policies import rl_preempt
+
+    return rl_preempt.new(**options)

@@ -228,6 +228,37 @@ def _static_row(j: JobView, total: int, at: float | None = None,
     return row, lo, deadline
 
 
+def _pending_row(row: npt.NDArray[np.float64], j: JobView, now: float, total: int,
+                 max_free: int, per_node: int, free: int) -> None:
+    """Write pending job j's row into `row` (the static columns from the cache)."""
+    cache = _STATIC if len(_STATIC) < _STATIC_MAX else _clear_static()
+    hit = cache.get(id(j))
+    if hit is None or hit[0] is not j or hit[1] != total:
+        hit = cache[id(j)] = (j, total, *_static_row(j, total))
+    _, _, static, lo, deadline = hit
+    slack = 0.0
+    if deadline is not None:
+        d = deadline - now
+        slack = math.copysign(_lt(abs(d)), d)
+    # one node's worth must fit on one node; a wider job is judged by the total
+    fits = lo <= max_free or (lo > per_node and lo <= free)
+    row[:] = static
+    row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, fits
+
+
+def _cluster_row(shape: list[int], usable_nodes: int, max_free: int, total: int, free: int,
+                 n_pending: int, n_shown: int, pending_gpus: int,
+                 running: int) -> npt.NDArray[np.float32]:
+    cap = max(total, 1)
+    cluster = [
+        math.log2(cap) / 10.0, free / cap, math.log1p(n_pending) / 10.0,
+        n_shown / n_pending if n_pending else 1.0, math.log1p(pending_gpus / cap),
+        math.log1p(running) / 10.0, (total - free) / cap, min(max_free, SHAPE_MAX) / SHAPE_MAX,
+    ] + [n / max(usable_nodes, 1) for n in shape]
+    return np.clip(np.asarray(cluster, dtype=np.float64), -FEATURE_BOUND,
+                   FEATURE_BOUND).astype(np.float32)
+
+
 def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
     """The observation of `snapshot` (see the module docstring)."""
     now, m = snapshot.time, cfg.max_jobs
@@ -236,48 +267,46 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
-    cache = _STATIC if len(_STATIC) < _STATIC_MAX else _clear_static()
     for i, j in enumerate(shown):
-        hit = cache.get(id(j))
-        if hit is None or hit[0] is not j or hit[1] != total:
-            hit = cache[id(j)] = (j, total, *_static_row(j, total))
-        _, _, static, lo, deadline = hit
-        slack = 0.0
-        if deadline is not None:
-            d = deadline - now
-            slack = math.copysign(_lt(abs(d)), d)
-        # one node's worth must fit on one node; a wider job is judged by the total
-        fits = lo <= max_free or (lo > per_node and lo <= free)
-        row = rows[i]
-        row[:] = static
-        row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, fits
+        _pending_row(rows[i], j, now, total, max_free, per_node, free)
     mask = np.zeros(m, dtype=np.int8)
     mask[:len(shown)] = 1
-
-    n_pending = len(pending)
-    pending_gpus = sum(j.gpus for j in pending)
-    running = len(snapshot.running_ids)
-    cap = max(total, 1)
-    cluster = [
-        math.log2(cap) / 10.0, free / cap, math.log1p(n_pending) / 10.0,
-        len(shown) / n_pending if n_pending else 1.0, math.log1p(pending_gpus / cap),
-        math.log1p(running) / 10.0, (total - free) / cap, min(max_free, SHAPE_MAX) / SHAPE_MAX,
-    ] + [n / max(usable_nodes, 1) for n in shape]
     bound = FEATURE_BOUND
     return Features(
         job_feats=np.clip(rows, -bound, bound).astype(np.float32),
         mask=mask,
-        cluster_feats=np.clip(np.asarray(cluster, dtype=np.float64), -bound,
-                              bound).astype(np.float32),
+        cluster_feats=_cluster_row(shape, usable_nodes, max_free, total, free, len(pending),
+                                   len(shown), sum(j.gpus for j in pending),
+                                   len(snapshot.running_ids)),
         shown_ids=tuple(j.id for j in shown))
+
+
+def some_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], n_pending: int,
+              pending_gpus: int, cfg: FeatureConfig,
+              ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
+    """(rows of the pending `jobs`, the cluster features): the values `features` gives them
+    (a job's row and the cluster's, so the network's scores of them are the same), without
+    building the rows of every shown job. `n_pending` and `pending_gpus`: the managed pending
+    jobs and the GPUs they ask (what `features` counts)."""
+    now = snapshot.time
+    shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
+    rows = np.zeros((len(jobs), N_JOB_FEATURES), dtype=np.float64)
+    for i, j in enumerate(jobs):
+        _pending_row(rows[i], j, now, total, max_free, per_node, free)
+    cluster = _cluster_row(shape, usable_nodes, max_free, total, free, n_pending,
+                           min(n_pending, cfg.max_jobs), pending_gpus,
+                           len(snapshot.running_ids))
+    return np.clip(rows, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32), cluster
 
 
 _DYN = tuple(JOB_FEATURES.index(c) for c in (
     "attained_gpu", "attained_run", "progress", "has_progress", "gittins", "est_remaining",
     "est_work"))
-_RUNNING: dict[tuple[JobId, int, int, int], tuple[npt.NDArray[np.float64], float | None]] = {}
-"""A running job's columns that do not move while it runs, by (id, GPUs, restarts, usable
-GPUs). Only a cache, cleared when it grows past _STATIC_MAX."""
+_RUNNING: dict[tuple[JobId, float, int, int, int],
+               tuple[npt.NDArray[np.float64], float | None]] = {}
+"""A running job's columns that do not move while it runs, by (id, submit time, GPUs,
+restarts, usable GPUs): the submit time tells apart jobs of two traces with the same id in one
+process. Only a cache, cleared when it grows past _STATIC_MAX."""
 
 
 def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDArray[np.float32]:
@@ -294,7 +323,7 @@ def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDAr
     cache = _RUNNING
     a_gpu, a_run, prog, has_prog, gitt, e_rem, e_work = _DYN
     for i, j in enumerate(jobs):
-        key = (j.id, j.gpus, j.restarts, total)
+        key = (j.id, j.submit_time, j.gpus, j.restarts, total)
         hit = cache.get(key)
         if hit is None:
             static, _, deadline = _static_row(j, total, now)

@@ -1,7 +1,8 @@
-"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl.py): off by default;
-when on, it requeues exactly the running jobs the network scores below a pending job by more
-than the margin (through plan_preemptions); `running_rows` shows a running job's remaining
-time-limit estimate; a bad margin is one clear error."""
+"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl_preempt.py): off by
+default; when on, it requeues exactly the running jobs the network scores below a pending job
+by more than the margin (through the preemption planner), except those its guards protect;
+`running_rows` shows a running job's remaining time-limit estimate; a bad margin is one clear
+error."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from slurm_rl.core import (  # noqa: E402
     Progress,
 )
 from slurm_rl.policies.capabilities import OracleReading, Preempting  # noqa: E402
-from slurm_rl.policies.rl import RLPreempting  # noqa: E402
+from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
 from slurm_rl.rl.features import (  # noqa: E402
     JOB_FEATURES,
     FeatureConfig,
@@ -107,3 +108,20 @@ def test_preempts_what_the_network_scores_below_the_pending_job() -> None:
 def test_no_arrival_and_nothing_fits_decides_nothing() -> None:
     d = policies.make("rl", preempt_margin=0.0).decide(_snap(arrived=False))
     assert d.order == () and d.preemptions == ()
+
+
+def test_a_run_of_protect_run_s_is_not_requeued() -> None:
+    """The utilisation guard (default 6 h): the long job that is requeued when it has run 15
+    minutes is left to finish once its current run has lasted longer than protect_run_s."""
+    s = _snap()
+    long_run = dataclasses.replace(s.running[0], start_time=NOW - 7 * 3600.0,
+                                   attained_gpu_s=4 * 7 * 3600.0)
+    s7 = dataclasses.replace(s, jobs=(long_run, *s.jobs[1:]))
+    assert JobId("r0") in {p.job_id for p in
+                           policies.make("rl", preempt_margin=0.0,
+                                         protect_run_s="none").decide(s7).preemptions}
+    guarded = policies.make("rl", preempt_margin=0.0)
+    assert isinstance(guarded, RLPreempting) and guarded.protect_run_s == 6 * 3600.0
+    assert JobId("r0") not in {p.job_id for p in guarded.decide(s7).preemptions}
+    assert JobId("r0") not in {p.job_id for p in policies.make(
+        "rl", preempt_margin=0.0, protect_run_s=None, max_restarts=0).decide(s7).preemptions}

@@ -1,0 +1,352 @@
+"""The preempting form of the `rl` policy (docs/rl.md, "Preemption"): the learned order plus
+requeues decided by the same network's scores of running jobs.
+
+A pending job, taken in the network's order, that does not fit in the free GPUs requeues running
+jobs the network scores below its own by more than `preempt_margin`, lowest first, until it
+fits (`plan_preemptions_by_prefix`; a job that cannot fit even so stops nobody). Only managed,
+plainly RUNNING jobs are requeued, and not those a guard protects (utilisation, docs/rl.md):
+`protect_run_s` (a job whose current run has lasted that long runs to its end),
+`max_restarts`, `protect_gpus`. Nothing reads oracle data.
+
+What bounds the cost (a Preempting policy is asked at every event with something pending):
+- Where nothing can start and no job arrived, or the only job that may start fits, the answer
+  is an empty Decision (nothing else can start; every running job keeps its GPUs).
+- Where nothing can start but jobs arrived, only the arriving jobs among the shown slots are
+  scored; the whole queue is planned only if one of them, alone, would requeue running jobs
+  (kept scores). So an older pending job considers preemption where GPUs free up and
+  something fits, or where an arrival triggers a plan, not at every arrival as the
+  straightforward version did (`tests/rl/test_rl_preempt_bounded.py` counts the difference).
+- Running jobs' scores are kept (`Memo`, sorted, updated from `running_changes` where the
+  snapshot has it): a run is scored when first seen, all of them again every `rescore_s`
+  seconds, and a job a plan would requeue on a kept score is scored again at that instant and
+  the plan made again, until it requeues only freshly scored jobs. `rescore_s = 0` scores
+  every running job at every plan, as the straightforward version did.
+`Stateful`: the kept scores are per episode; `reset()` forgets them.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
+from slurm_rl.policies.capacity import Capacity, job_parts
+from slurm_rl.policies.preemption import plan_preemptions_by_prefix
+from slurm_rl.policies.rl import RLPolicyError, _OrderOnly, may_preempt
+from slurm_rl.rl.features import decision_from_scores, features, running_rows, some_rows
+
+_Key = tuple[float, float | None, int]
+
+
+def _run(v: JobView) -> _Key:
+    """Which run of a job (submit time, start, GPUs): a restart or resize is a new run."""
+    return v.submit_time, v.start_time, v.gpus
+
+
+class Memo:
+    """The preemptable running jobs with their kept scores, as of the snapshot whose
+    running_ids object is `ids`. `jobs`: id -> (sort key, view of this run, time scored); the
+    sort key is (score, -submit time, order kept in), so that `views` (the jobs lowest score
+    first), `keys` and `thr` (score + margin) stay sorted lists, updated by bisection as jobs
+    come and go; `epoch`: when every kept score was last computed again; `until`: a heap of
+    (time a kept run becomes protected by protect_run_s, id, run)."""
+
+    __slots__ = ("epoch", "ids", "jobs", "keys", "margin", "seq", "thr", "until", "views")
+
+    def __init__(self, margin: float) -> None:
+        self.margin = margin
+        self.jobs: dict[JobId, tuple[tuple[float, float, int], JobView, float]] = {}
+        self.keys: list[tuple[float, float, int]] = []
+        self.views: list[JobView] = []
+        self.thr: list[float] = []
+        self.ids: frozenset[JobId] | None = None
+        self.epoch = -math.inf
+        self.seq = 0
+        self.until: list[tuple[float, JobId, _Key]] = []
+
+    def clear(self) -> None:
+        self.__init__(self.margin)  # type: ignore[misc]
+
+    def score(self, jid: JobId) -> float:
+        return self.jobs[jid][0][0]
+
+    def low(self) -> float:
+        """The lowest kept score (inf: none)."""
+        return self.keys[0][0] if self.keys else math.inf
+
+    def drop(self, jid: JobId) -> None:
+        e = self.jobs.pop(jid, None)
+        if e is not None:
+            i = bisect_left(self.keys, e[0])
+            del self.keys[i], self.views[i], self.thr[i]
+
+    def expire(self, now: float) -> None:
+        """Forget the runs protected by now (protect_run_s)."""
+        until = self.until
+        while until and until[0][0] <= now:
+            _, jid, run = heappop(until)
+            e = self.jobs.get(jid)
+            if e is not None and _run(e[1]) == run:
+                self.drop(jid)
+
+    def keep(self, v: JobView, score: float, now: float) -> None:
+        self.drop(v.id)
+        key = (score, -v.submit_time, self.seq)
+        self.seq += 1
+        i = bisect_left(self.keys, key)
+        self.keys.insert(i, key)
+        self.views.insert(i, v)
+        self.thr.insert(i, score + self.margin)
+        self.jobs[v.id] = (key, v, now)
+
+
+@dataclass(frozen=True, kw_only=True)
+class RLPreempting(_OrderOnly):
+    """The learned order plus preemption by the same network's scores (Preempting,
+    Stateful)."""
+
+    preempt_margin: float = 0.0
+    """Requeue a running job only if a pending job's score exceeds its own by more than this."""
+    rescore_s: float = 3600.0
+    """Every this many seconds all running jobs are scored again (0: at every plan)."""
+    max_restarts: int | None = None
+    """A running job requeued this many times already is not requeued again (None: no cap)."""
+    protect_gpus: int | None = None
+    """Running jobs with at least this many GPUs are not requeued (None: any may be)."""
+    protect_run_s: float | None = 21600.0
+    """A job whose current run has lasted this long (seconds) is not requeued (None: no limit).
+    6 h: chosen on the TRAINING clusters (docs/rl.md, "Utilisation")."""
+    _memo: Memo = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.preempt_margin >= 0:
+            raise ValueError(f"preempt_margin must be >= 0, got {self.preempt_margin}")
+        if not self.rescore_s >= 0:
+            raise ValueError(f"rescore_s must be >= 0, got {self.rescore_s}")
+        for name in ("max_restarts", "protect_gpus", "protect_run_s"):
+            v = getattr(self, name)
+            if v is not None and not v >= 0:
+                raise ValueError(f"{name} must be >= 0 or none, got {v}")
+        super().__post_init__()
+        object.__setattr__(self, "_memo", Memo(self.preempt_margin))
+
+    def reset(self) -> None:
+        """Stateful: forget the kept scores (a new episode)."""
+        self._memo.clear()
+
+    def may_preempt(self, job: JobView) -> bool:
+        """Preempting (capabilities.py): managed, plainly RUNNING jobs the guards leave
+        (`protect_run_s` is applied where a plan is made: it moves with the clock)."""
+        return may_preempt(job) and (
+            (self.max_restarts is None or job.restarts < self.max_restarts)
+            and (self.protect_gpus is None or job.gpus < self.protect_gpus))
+
+    # -- scoring -----------------------------------------------------------------------------
+
+    def _net(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
+             now: float) -> npt.NDArray[np.float64]:
+        import torch
+
+        with torch.no_grad():
+            s = self._model.scores(torch.from_numpy(rows),
+                                   torch.from_numpy(cluster)).numpy().astype(np.float64)
+        if not np.isfinite(s).all():
+            bad = int((~np.isfinite(s)).sum())
+            raise RLPolicyError(f"rl: the network returned a non-finite score at "
+                                f"t={now:.0f} ({bad} of {len(s)} jobs)")
+        return s
+
+    def _rescore(self, snapshot: ClusterSnapshot, jobs: list[JobView],
+                 cluster: npt.NDArray[np.float32]) -> None:
+        """Score `jobs` (views of this snapshot) now and keep the scores."""
+        if jobs:
+            s = self._net(running_rows(snapshot, jobs), cluster, snapshot.time)
+            now, memo, r = snapshot.time, self._memo, self.protect_run_s
+            for v, x in zip(jobs, s.tolist(), strict=True):
+                if r is not None and v.start_time is not None and v.id not in memo.jobs:
+                    heappush(memo.until, (v.start_time + r, v.id, _run(v)))
+                memo.keep(v, x, now)
+
+    def _may_keep(self, v: JobView, now: float) -> bool:
+        r = self.protect_run_s
+        return self.may_preempt(v) and (r is None or v.start_time is None
+                                        or now - v.start_time < r)
+
+    def _sync(self, snapshot: ClusterSnapshot, cluster: npt.NDArray[np.float32]) -> None:
+        """Bring the memo to this snapshot's running jobs: score the runs not seen before,
+        forget those gone or protected by now; every `rescore_s` seconds, score them all
+        again."""
+        memo, now = self._memo, snapshot.time
+        ids = snapshot.running_ids
+        if now - memo.epoch >= self.rescore_s:
+            memo.clear()
+            memo.epoch = now
+            self._rescore(snapshot, [v for v in snapshot.running if self._may_keep(v, now)],
+                          cluster)
+        elif ids is not memo.ids:
+            changes = snapshot.running_changes
+            jobs = memo.jobs
+            if changes is not None and changes.since is memo.ids:
+                started = changes.started
+                for jid, _ in changes.stopped:
+                    memo.drop(jid)
+                for v in started:
+                    memo.drop(v.id)
+                new = [v for v in started if self._may_keep(v, now)]
+            else:
+                current = {v.id: v for v in snapshot.running if self._may_keep(v, now)}
+                for jid in [jid for jid, e in jobs.items()
+                            if (cv := current.get(jid)) is None or _run(cv) != _run(e[1])]:
+                    memo.drop(jid)
+                new = [v for jid, v in current.items() if jid not in jobs]
+            self._rescore(snapshot, new, cluster)
+        memo.expire(now)
+        memo.ids = ids
+
+    # -- deciding ----------------------------------------------------------------------------
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        gate = _gate(snapshot)
+        if gate is None:
+            return Decision(policy=self.name)
+        arrivals, older, n_pending, pending_gpus = gate
+        if arrivals is not None and not self._arrival_may_preempt(
+                snapshot, arrivals, older, n_pending, pending_gpus):
+            return Decision(policy=self.name)
+        return self._plan(snapshot)
+
+    def _arrival_may_preempt(self, snapshot: ClusterSnapshot, arrivals: list[JobView],
+                             older: int, n_pending: int, pending_gpus: int) -> bool:
+        """Whether a job arrived now that is shown (among the oldest max_jobs) would requeue
+        running jobs if it were the only pending job (kept scores): it outranks some by more
+        than the margin, and stopping those lets it fit."""
+        m = self._fcfg.max_jobs
+        if older >= m:
+            return False
+        arrivals.sort(key=lambda j: id_key(j.id))
+        shown = [j for j in arrivals[:m - older] if not j.held]
+        if not shown:
+            return False
+        rows, cluster = some_rows(snapshot, shown, n_pending, pending_gpus, self._fcfg)
+        s = self._net(rows, cluster, snapshot.time)
+        self._sync(snapshot, cluster)
+        memo = self._memo
+        if not memo.thr or not s.max() > memo.thr[0]:
+            return False
+        score = {j.id: x for j, x in zip(shown, s.tolist(), strict=True)}
+        ranked = sorted(shown, key=lambda j: -score[j.id])
+        views, thr = memo.views, memo.thr
+        pre, _ = plan_preemptions_by_prefix(Capacity.of(snapshot), ranked, views,
+                                            prefix=lambda p, _: bisect_left(thr, score[p.id]),
+                                            reason=lambda v, p: "")
+        return bool(pre)
+
+    def _plan(self, snapshot: ClusterSnapshot) -> Decision:
+        f = features(snapshot, self._fcfg)
+        n = len(f.shown_ids)
+        if n == 0:
+            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
+        s = self._net(f.job_feats[:n], f.cluster_feats, snapshot.time)
+        d = decision_from_scores(snapshot, f.shown_ids, s, policy=self.name)
+        score = dict(zip(f.shown_ids, s.tolist(), strict=True))
+        by_id = {j.id: j for j in snapshot.pending}
+        movers = [by_id[o.job_id] for o in d.order[:n] if not by_id[o.job_id].held]
+        memo, m = self._memo, self.preempt_margin
+        thr: list[float] = []
+        views: list[JobView] | None = None
+
+        def victims() -> list[JobView]:  # (asked only if some mover does not fit)
+            nonlocal thr, views
+            self._sync(snapshot, f.cluster_feats)
+            views, thr = memo.views, memo.thr
+            return views
+
+        cap, now = Capacity.of(snapshot), snapshot.time
+        while True:
+            pre, _ = plan_preemptions_by_prefix(
+                cap, movers, victims if views is None else views,
+                prefix=lambda p, _: bisect_left(thr, score[p.id]),  # noqa: B023 (current thr)
+                reason=lambda v, p: (f"rl: score {memo.score(v.id):.3g} < {score[p.id]:.3g} "
+                                     f"- {m:g} of job {p.id} ({p.gpus} GPUs)"))
+            if not pre:
+                break
+            stale = {x.job_id for x in pre if memo.jobs[x.job_id][2] < now}
+            if not stale:
+                break
+            # no requeue on a kept score: score the jobs this plan stops now, plan again
+            self._rescore(snapshot, [v for v in snapshot.running if v.id in stale],
+                          f.cluster_feats)
+            views, thr = memo.views, memo.thr
+        return Decision(policy=d.policy, order=d.order, preemptions=pre) if pre else d
+
+
+def _gate(snapshot: ClusterSnapshot,
+          ) -> tuple[list[JobView] | None, int, int, int] | None:
+    """None where nothing can change: no managed pending job fits the free GPUs and none
+    arrived at this instant, or the only one that may start fits. Else (the managed jobs that
+    arrived now, or None if a job fits — then the whole queue is planned; how many managed
+    pending jobs are older than now; managed pending jobs; the GPUs they ask)."""
+    now = snapshot.time
+    free: Capacity | None = None
+    looked = fits = False
+    tried: set[tuple[int, int]] = set()
+    arrivals: list[JobView] = []
+    older = n = gpus = movers = 0
+    for j in snapshot.pending:
+        if not j.managed:
+            continue
+        n += 1
+        gpus += j.gpus
+        if j.submit_time < now:
+            older += 1
+        elif j.submit_time == now:
+            arrivals.append(j)  # (held ones too: they take a slot; they do not preempt)
+        if j.held:
+            continue
+        movers += 1
+        if fits:
+            continue
+        if not looked:
+            looked = True
+            c = Capacity.of(snapshot)
+            free = c if c.fits((1,)) else None
+        if free is None:
+            continue  # (no free GPU: only an arrival matters)
+        key = (j.gpus, j.nodes)
+        if key not in tried:
+            if free.fits(job_parts(j, None, free.node_cap)):
+                fits = True
+            tried.add(key)
+    if fits:  # (one job that may start and fits: it starts, no order or requeue matters)
+        return (None, older, n, gpus) if movers > 1 else None
+    if not any(not j.held for j in arrivals):
+        return None
+    return arrivals, older, n, gpus
+
+
+def new(**options: Any) -> RLPreempting:
+    """Options (strings from --policy-option are converted): checkpoint, preempt_margin,
+    rescore_s, and the guards max_restarts, protect_gpus, protect_run_s ("none": off)."""
+    out = dict(options)
+    for name, kind in (("preempt_margin", float), ("rescore_s", float), ("max_restarts", int),
+                       ("protect_gpus", int), ("protect_run_s", float)):
+        if name not in out:
+            continue
+        v = out[name]
+        if name not in ("preempt_margin", "rescore_s") and (v is None or v == "none"):
+            out[name] = None
+            continue
+        try:
+            out[name] = kind(v)
+        except (TypeError, ValueError):
+            what = "an integer" if kind is int else "a number"
+            raise ValueError(f"{name} must be {what} >= 0, got {v!r}") from None
+    from slurm_rl.policies.options import build
+
+    return build(RLPreempting, out)
