@@ -23,6 +23,11 @@ Order (ties by submit time, then id):
 A deadline job whose duration is unknown counts as able to make it, with slack deadline − now;
 so does one known only by a time limit longer than the time left (a bound proves no miss).
 
+No buying priority (urgency.py): a user's jobs in groups 1-2 may hold and ask for at most
+`urgent_share` of the cluster's GPUs (running deadline jobs counted first, then the pending ones
+in this order); those beyond it are ordered in group 3, by age. Only while jobs of two or more
+users wait; jobs without a user are never capped.
+
 GPU counts (jobs with a range only): the base is the fewest GPUs that make the deadline; for a
 late job the count with the earliest expected end; else the range minimum. Walking the order over
 the free GPUs per node, a job that can start now may get a larger count, one step at a time,
@@ -39,21 +44,21 @@ version (reference_deadline.py).
 
 from __future__ import annotations
 
-import bisect
-import itertools
 import math
-import operator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
+from slurm_rl.policies import urgency
 from slurm_rl.policies.capacity import Capacity, job_layout, job_parts
 from slurm_rl.policies.estimates import Estimate, Source, estimate_remaining, remaining_at
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import Ranked, Reason, managed_pending, orders, submit_key
+from slurm_rl.policies.start_times import Starts
+from slurm_rl.policies.urgency import DEFAULT_SHARE, check_share, deadline_not_besteffort
 
 NAME = "deadline"
 
@@ -87,6 +92,8 @@ class _Job:
     """Its subgroup of group 2 when late (critical 0, standard 1; besteffort -1: _BE_LATE)."""
     special: bool
     """A GPU range, or a submit time that is NaN (see decide)."""
+    user: str
+    """Its user where the urgent share may cap it (a user, a deadline, not besteffort), else ""."""
     fixed: _Plan | None = None
     """The plan when it does not depend on the clock (no deadline)."""
 
@@ -100,66 +107,6 @@ class _Plan:
     why: Reason
 
 
-class _Starts:
-    """When a pending job could start at g GPUs: now if they fit on the nodes now, else when
-    enough running jobs are expected to end (their estimates; GPUs counted cluster-wide). When
-    running jobs of unknown duration hold the GPUs it cannot tell, and says now (optimistic).
-
-    The running jobs' ends are worked out at the first job that does not fit now; answers are
-    kept per (layout, GPUs)."""
-
-    def __init__(self, snapshot: ClusterSnapshot, cap: Capacity) -> None:
-        self.now, self.cap, self.free = snapshot.time, cap, cap.total_free
-        self._snapshot = snapshot
-        self._times: list[float] | None = None
-        self._freed: list[int] = []
-        self._known: dict[tuple[tuple[int, ...], int], float] = {}
-
-    def at(self, shape: tuple[tuple[int, ...], int]) -> float:
-        t = self._known.get(shape)
-        if t is None:
-            t = self._known[shape] = self._at(*shape)
-        return t
-
-    def _at(self, parts: tuple[int, ...], gpus: int) -> float:
-        if self.cap.fits(parts):
-            return self.now
-        times = self._times
-        if times is None:
-            times = self._ends()
-        i = bisect.bisect_left(self._freed, gpus - self.free)
-        return max(self.now, times[i]) if i < len(times) else self.now
-
-    def _ends(self) -> list[float]:
-        now, snapshot = self.now, self._snapshot
-        # The policy's hottest loop: estimate_remaining's first case (a prediction,
-        # max(0.0, predicted)) for all running jobs at once (the simulator's snapshots work
-        # them out without building views), the other cases one by one.
-        seconds: list[float | None] = list(snapshot.running_predicted)
-        if None in seconds:
-            running = snapshot.running
-            for i, j in enumerate(running):
-                if seconds[i] is None:
-                    est = estimate_remaining(j, now)
-                    seconds[i] = None if est is None else est.seconds
-            gpus = [j.gpus for j, s in zip(running, seconds, strict=True) if s is not None]
-            known = [s for s in seconds if s is not None]
-        else:
-            gpus, known = list(snapshot.running_gpus), seconds  # type: ignore[assignment]
-        ends = list(map(operator.add, itertools.repeat(now),
-                        map(max, itertools.repeat(0.0), known)))  # now + max(0.0, s)
-        # By end alone: the GPUs of jobs that end at the same time are freed together, so
-        # `_at` finds the same time whatever their order (cheaper than sorting pairs).
-        if len(ends) > 1:
-            by_end = operator.itemgetter(*sorted(range(len(ends)), key=ends.__getitem__))
-            ends, gpus = list(by_end(ends)), list(by_end(gpus))
-        self._times = ends
-        self._freed = list(itertools.accumulate(gpus))
-        return ends
-
-
-
-
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
@@ -168,6 +115,9 @@ class DeadlinePolicy:
     # changes no decision (tests/policies/test_deadline_fast.py).
     min_gain: float = 0.2
     """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
+    urgent_share: float = DEFAULT_SHARE
+    """A user's urgent jobs (urgency.py) hold and ask for at most this share of the GPUs; the
+    rest are ordered as standard jobs without a deadline."""
     _jobs: dict[JobId, _Job] = field(default_factory=dict, init=False, repr=False,
                                      compare=False)
     """The last call's pending jobs (see _Job)."""
@@ -175,6 +125,7 @@ class DeadlinePolicy:
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
             raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
+        check_share(self.urgent_share)
 
     def _job(self, view: JobView, now: float, node_cap: int, total: int | None) -> _Job:
         rng = gpu_range(view)
@@ -190,14 +141,15 @@ class DeadlinePolicy:
                  deadline=it.deadline if it else None, hard=it is not None and it.hard,
                  in_time=4 if cls is _BE else (0 if cls is _CRIT else 1),
                  late_group=-1 if cls is _BE else (0 if cls is _CRIT else 1),
-                 special=bool(rng) or math.isnan(view.submit_time))
+                 special=bool(rng) or math.isnan(view.submit_time),
+                 user=view.user if view.user and deadline_not_besteffort(it) else "")
         if j.deadline is None:
             be = cls is _BE
             j.fixed = _Plan(j, (4, 1, 0.0) if be else (3, 0, 0.0), counts[0],
                             partial(_why_no_deadline, be, view.submit_time))
         return j
 
-    def _plan(self, j: _Job, now: float, starts: _Starts) -> _Plan:
+    def _plan(self, j: _Job, now: float, starts: Starts) -> _Plan:
         if j.fixed is not None:
             return j.fixed
         d = j.deadline
@@ -234,9 +186,9 @@ class DeadlinePolicy:
         now = snapshot.time
         cap = Capacity.of(snapshot)
         node_cap = cap.node_cap
-        starts = _Starts(snapshot, cap)
+        starts = Starts(snapshot, cap)
         total: int | None = None  # the cluster's usable GPUs, once a job with a range needs it
-        old, jobs, plans, special = self._jobs, {}, [], []
+        old, jobs, plans, special, named = self._jobs, {}, [], [], False
         for v in managed_pending(snapshot):
             j = old.get(v.id)
             if j is not None and (j.view is not v or j.node_cap != node_cap):
@@ -252,6 +204,8 @@ class DeadlinePolicy:
             plans.append(self._plan(j, now, starts))
             if j.special:
                 special.append(j)
+            if j.user:
+                named = True
         self._jobs.clear()
         self._jobs.update(jobs)
         # Stable: ties keep managed_pending's submit order, as sorting by (sort, submit_key)
@@ -260,6 +214,8 @@ class DeadlinePolicy:
             plans.sort(key=lambda p: (p.sort, submit_key(p.job.view)))
         else:
             plans.sort(key=_sort_key)
+        if named:
+            self._cap(plans, snapshot)
         counts = (self._counts(plans, cap) if any(len(j.counts) > 1 for j in special)
                   else {})
         ranked: list[Ranked] = []
@@ -272,6 +228,27 @@ class DeadlinePolicy:
             why = p.why if g == p.base else partial(_given, p.why, g, j.rem[p.base], j.rem[g])
             ranked.append((j.view, why, g))
         return Decision(policy=self.name, order=orders(ranked))
+
+    def _cap(self, plans: list[_Plan], snapshot: ClusterSnapshot) -> None:
+        """Orders as standard, without a deadline, the urgent jobs (sort groups 0-2: the module
+        docstring's 1 and 2) that would take their user over the urgent share (urgency.py), and
+        re-sorts `plans` if any."""
+        urgent = [i for i, p in enumerate(plans) if p.job.user and p.sort[0] <= 2]
+        if not urgent:
+            return
+        users = {plans[i].job.user for i in urgent}
+        over = urgency.capped([(plans[i].job.user, plans[i].base) for i in urgent],
+                              urgency.held(snapshot, users, deadline_not_besteffort),
+                              urgency.budget(snapshot, self.urgent_share),
+                              {p.job.view.user for p in plans})
+        if not over:
+            return
+        for k in over:
+            p = plans[urgent[k]]
+            j = p.job
+            plans[urgent[k]] = _Plan(j, (3, 0, 0.0), j.counts[0],
+                                     partial(_why_capped, j.user, self.urgent_share, p.why))
+        plans.sort(key=lambda p: (p.sort, submit_key(p.job.view)))
 
     def _counts(self, plans: list[_Plan], cap: Capacity) -> dict[JobId, int]:
         """GPU counts for jobs that can start now: base, or more while it pays (see module)."""
@@ -365,11 +342,15 @@ def _why_late(j: _Job, best: int, late: float, at_risk: bool) -> str:
             f"GPUs (est {fmt_dur(j.rem[best])}{j.src}): by lateness")
 
 
+def _why_capped(user: str, share: float, why: Reason) -> str:
+    return urgency.capped_reason(user, share, why if isinstance(why, str) else why())
+
+
 def _given(why: Reason, g: int, before: float, after: float) -> str:
     text = why if isinstance(why, str) else why()
     return f"{text}; given {g} GPUs (free, est {fmt_dur(before)} -> {fmt_dur(after)})"
 
 
 def new(**options: Any) -> DeadlinePolicy:
-    """Options: min_gain (0.2)."""
+    """Options: min_gain (0.2), urgent_share (0.25)."""
     return build(DeadlinePolicy, options)

@@ -69,10 +69,15 @@ class DeadlinePolicy:
     # the simulator may skip decide() calls that could not change anything.
     min_gain: float = 0.2
     """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
+    urgent_share: float = 0.25
+    """A user's deadline jobs (not besteffort) hold and ask for at most this share of the
+    cluster's GPUs ahead of others (issue 11 item 7)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
             raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
+        if not (isinstance(self.urgent_share, (int, float)) and 0 < self.urgent_share <= 1):
+            raise ValueError(f"urgent_share must be a number in (0, 1], got {self.urgent_share!r}")
 
     def _plan(self, job: JobView, now: float, starts: _Starts, total: int) -> _Plan:
         rng = gpu_range(job)
@@ -133,6 +138,7 @@ class DeadlinePolicy:
         total = snapshot.gpus_total
         plans = [self._plan(j, now, starts, total) for j in managed_pending(snapshot)]
         plans.sort(key=lambda p: (p.sort, submit_key(p.job)))
+        plans = self._cap(plans, snapshot)
         counts = self._counts(plans, cap)
         ranked = []
         for p in plans:
@@ -143,6 +149,38 @@ class DeadlinePolicy:
                         f"{fmt_dur(p.rem(g))})")
             ranked.append((p.job, why, g if gpu_range(p.job) else None))
         return Decision(policy=self.name, order=orders(ranked))
+
+    def _cap(self, plans: list[_Plan], snapshot: ClusterSnapshot) -> list[_Plan]:
+        """A user's deadline jobs (not besteffort) ordered ahead of jobs without a deadline
+        (groups 0-2) take, in this order, what their running deadline jobs leave of
+        urgent_share x the cluster's GPUs; those that do not fit are ordered as jobs without a
+        deadline (group 3). Jobs without a user are never capped; running jobs count only when
+        managed."""
+        def urgent(it):
+            return (it is not None and it.deadline is not None
+                    and it.service_class is not ServiceClass.BESTEFFORT)
+
+        if len({p.job.user for p in plans}) < 2:  # a user alone in the queue passes nobody
+            return plans
+        used = {}
+        for j in snapshot.running:
+            if j.user and j.managed and urgent(j.intent):
+                used[j.user] = used.get(j.user, 0) + j.gpus
+        limit = self.urgent_share * snapshot.gpus_total
+        out = []
+        for p in plans:
+            user = p.job.user
+            if user and urgent(p.job.intent) and p.sort[0] <= 2:
+                if used.get(user, 0) + p.base > limit:
+                    p = replace(p, sort=(3, 0, 0.0), base=p.counts[0],
+                                why=f"urgent share of user {user} over "
+                                    f"{self.urgent_share * 100:.4g} %: ordered as standard, "
+                                    f"no deadline (uncapped: {p.why})")
+                else:
+                    used[user] = used.get(user, 0) + p.base
+            out.append(p)
+        out.sort(key=lambda p: (p.sort, submit_key(p.job)))
+        return out
 
     def _counts(self, plans: list[_Plan], cap: Capacity) -> dict[JobId, int]:
         """GPU counts for jobs that can start now: base, or more while it pays (see module)."""
@@ -169,5 +207,5 @@ class DeadlinePolicy:
 
 
 def new(**options: Any) -> DeadlinePolicy:
-    """Options: min_gain (0.2)."""
+    """Options: min_gain (0.2), urgent_share (0.25)."""
     return build(DeadlinePolicy, options)

@@ -58,6 +58,7 @@ def views(draw: st.DrawFn, jid: str, state: JobState, now: float) -> JobView:
     submit = draw(st.sampled_from((0.0, 10.0, 10.0, 20.0)))
     return JobView(
         id=JobId(jid), state=state, submit_time=submit,
+        user=draw(st.sampled_from(("", "a", "b"))),  # the urgent share (issue 11 item 7)
         start_time=draw(st.floats(submit, now)) if state.is_running else None,
         time_limit_s=draw(st.one_of(st.none(), st.sampled_from((60.0, 3000.0, 90_000.0)))),
         gpus=draw(st.integers(1, 12)), nodes=draw(st.integers(1, 3)),
@@ -99,9 +100,11 @@ def histories(draw: st.DrawFn) -> list[ClusterSnapshot]:
 
 @settings(max_examples=400, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(histories(), st.sampled_from((0.0, 0.2, 0.6)))
-def test_deadline_decides_as_before(snaps: list[ClusterSnapshot], min_gain: float) -> None:
-    old, new = ref.new(min_gain=min_gain), make("deadline", min_gain=min_gain)
+@given(histories(), st.sampled_from((0.0, 0.2, 0.6)), st.sampled_from((0.1, 0.25, 1.0)))
+def test_deadline_decides_as_before(snaps: list[ClusterSnapshot], min_gain: float,
+                                    share: float) -> None:
+    old = ref.new(min_gain=min_gain, urgent_share=share)
+    new = make("deadline", min_gain=min_gain, urgent_share=share)
     for s in snaps:
         expected, got = old.decide(s), new.decide(s)
         assert got == expected  # JobOrders compare their reasons as text
