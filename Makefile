@@ -18,7 +18,7 @@ TORCH_INDEX ?= https://download.pytorch.org/whl/cpu
 # `make test ENGINE=native` chooses the native launcher; with ENGINE=docker and no Docker
 # engine that can be started, docker/engine-up says so in one loud line and falls back to it.
 # pytest gets the engine actually used as SLURM_RL_ENGINE, and SLURM_CONF pointing at its
-# slurm.conf. `make demo` and `make cluster` use the native launcher.
+# slurm.conf. `make demo` does the same; `make cluster` is the native launcher.
 ENGINE ?= docker
 ifeq ($(filter $(ENGINE),docker native),)
 $(error ENGINE=$(ENGINE): use docker or native)
@@ -28,8 +28,11 @@ export SLURM_CONF := $(or $(SLURM_RL_CLUSTER_DIR),/var/tmp/slurm-rl-cluster)/etc
 .PHONY: demo test install system-deps docker-deps cluster cluster-down lint typecheck unit clean \
 	test-matrix smoke-native
 
-demo: install cluster
-	@echo "==> the demo: one workload under each policy (about 4 minutes)"
+# The demo on the same engine as `make test` (docker/engine-up, with its fallback to the native
+# launcher); it ends by printing the `docker/cluster --engine ENGINE env` line for that engine.
+demo: install docker-deps
+	@set -e; exports=$$(docker/engine-up $(ENGINE)); eval "$$exports"; \
+	echo "==> the demo on the $$SLURM_RL_ENGINE cluster (SLURM_CONF=$$SLURM_CONF): one workload under each policy (about 4 minutes)"; \
 	$(VENV)/bin/python -m slurm_rl.demo
 
 # The cluster on $(ENGINE) (docker/engine-up), pytest against it, then the native launcher's

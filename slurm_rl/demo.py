@@ -185,13 +185,20 @@ def _keep() -> bool:
     return os.environ.get("DEMO_KEEP", "") not in ("", "0")
 
 
-NEXT_STEPS = ("source .venv/bin/activate", 'eval "$(docker/cluster env)"')
-"""What `make demo` ends with: paste these, then README.md's Quick look works as written."""
+def next_steps(engine: str) -> tuple[str, str]:
+    """What `make demo` ends with on `engine` (docker or native: the one `make demo` ran on,
+    docker/engine-up): paste these, then README.md's Quick look works as written."""
+    return ("source .venv/bin/activate", f'eval "$(docker/cluster --engine {engine} env)"')
+
+
+NEXT_STEPS = next_steps("docker")
+"""The lines on the default engine: README.md's Quick look starts with them."""
 
 
 def print_next_steps() -> None:
+    engine = os.environ.get("SLURM_RL_ENGINE") or "native"
     print("\nNext: paste these two lines into your shell, then try README.md's Quick look:")
-    for line in NEXT_STEPS:
+    for line in next_steps(engine):
         print(f"    {line}")
     sys.stdout.flush()
 

@@ -15,12 +15,12 @@ from __future__ import annotations
 from slurm_rl.submit.errors import UsageError
 from slurm_rl.submit.rlflags import CMDLINE_ONLY, RL_FLAGS
 from slurm_rl.submit.sbatch_options import (
-    LONG,
     NO_ARG,
     OPTIONAL,
     REQUIRED,
     SHORT,
     OptionError,
+    long_kind,
     resolve_long,
 )
 
@@ -165,7 +165,7 @@ def _long(out: Scan, args: list[str], wheres: list[str], i: int, *, directives: 
         known = ", ".join(f"--{f}" for f in RL_FLAGS if f.startswith("rl-"))
         raise UsageError(_where(where, f"unknown option --{name} (rlsbatch's are: {known})"))
     canon = resolve_long(name)
-    kind = LONG[canon]
+    kind = long_kind(canon)
     start = i
     if kind == REQUIRED:
         if eq:
@@ -194,7 +194,7 @@ def _short(out: Scan, args: list[str], wheres: list[str], i: int) -> int:
         canon = SHORT.get(letter)
         if canon is None:
             raise OptionError(f"invalid option -- '{letter}'")
-        kind = LONG[canon]
+        kind = long_kind(canon)
         if kind == NO_ARG:
             out.sbatch.append(Opt(canon, None, where))
             j += 1

@@ -7,11 +7,22 @@ from the sbatch 22.05.8 binary itself: every name from `sbatch --help`, `man sba
 strings of libslurmfull was tried as `--name` and `--name=x`, and getopt's answers ("requires an
 argument", "doesn't allow an argument", neither) sorted them; hidden aliases found that way
 (--cluster, --context, --ntasks-per-tres, --tasks-per-node) are included. A Slurm test
-(tests/submit/test_sbatch_identity.py) probes the installed sbatch again, so a Slurm upgrade
+(tests/submit/test_sbatch_option_table.py) probes the installed sbatch again, so a Slurm upgrade
 that adds or changes an option fails loudly instead of silently mis-splitting a command line.
+
+Newer sbatch releases add, drop and change options (RELEASES below, probed the same way from the
+24.11.5 and 26.05.5 binaries of Debian trixie and forky). The table in use is chosen by the
+installed sbatch's version, read lazily: only an option whose name is (or abbreviates) one that
+differs between releases needs it, so the common command line costs nothing more. The version
+comes from Debian's changelog of the slurm-client package when the sbatch on PATH is
+/usr/bin/sbatch (no subprocess), else from `sbatch -V`. An unknown or unreadable version gets
+22.05's table (docs/design.md, "Across Slurm versions").
 """
 
 from __future__ import annotations
+
+import os
+from collections.abc import Mapping
 
 NO_ARG = 0
 REQUIRED = 1
@@ -45,6 +56,25 @@ LONG.update({
     name: OPTIONAL for name in ("exclusive", "get-user-env", "nice", "no-kill", "propagate")
 })
 
+_TRIXIE: dict[str, int | None] = {
+    "autocomplete": REQUIRED, "container-id": REQUIRED, "extra": REQUIRED,
+    "oom-kill-step": OPTIONAL, "power": None, "resv-ports": OPTIONAL, "segment": REQUIRED,
+    "tres-bind": REQUIRED, "tres-per-task": REQUIRED,
+}
+RELEASES: dict[str, dict[str, int | None]] = {
+    "22.05": {},
+    "24.11": _TRIXIE,
+    "26.05": {
+        **_TRIXIE, "consolidate-segments": NO_ARG, "container-type": REQUIRED, "external": NO_ARG,
+        "get-user-env": NO_ARG, "mem-update": REQUIRED, "requeue": OPTIONAL,
+        "resources": REQUIRED, "spread-segments": NO_ARG,
+    },
+}
+"""Each known sbatch release's changes to LONG (22.05's): name -> its kind, None if dropped."""
+
+VARIES = frozenset(name for changes in RELEASES.values() for name in changes)
+"""The long options whose presence or kind depends on the release."""
+
 SHORT: dict[str, str] = {
     "a": "array", "A": "account", "b": "begin", "B": "extra-node-info", "c": "cpus-per-task",
     "C": "constraint", "d": "dependency", "D": "chdir", "e": "error", "F": "nodefile",
@@ -70,11 +100,100 @@ class OptionError(ValueError):
     """An option getopt_long would refuse; the message reads like getopt's."""
 
 
+def table_for(version: str | None) -> dict[str, int]:
+    """The long-option table of sbatch `version` ("24.11.5", "slurm-wlm 24.11.5"...): the
+    release's own if known (by major.minor), else 22.05's."""
+    release = ".".join(version.split()[-1].split(".")[:2]) if version and version.split() else ""
+    changes = RELEASES.get(release)
+    if not changes:
+        return LONG
+    table = dict(LONG)
+    for name, kind in changes.items():
+        if kind is None:
+            table.pop(name, None)
+        else:
+            table[name] = kind
+    return table
+
+
+_installed: list[dict[str, int]] = []
+
+
+def installed_table() -> dict[str, int]:
+    """The table of the sbatch rlsbatch will run (read once per process)."""
+    if not _installed:
+        _installed.append(table_for(sbatch_version()))
+    return _installed[0]
+
+
+def sbatch_version(env: Mapping[str, str] | None = None) -> str | None:
+    """The version of the `sbatch` on PATH ("22.05.8"), or None if it cannot be told. `env`
+    (default: this process's) gives PATH, and SLURM_CONF for `sbatch -V`."""
+    path = _on_path("sbatch", (os.environ if env is None else env).get("PATH", os.defpath))
+    if path is None:
+        return None
+    if os.path.realpath(path) == "/usr/bin/sbatch":
+        version = debian_version("/usr/share/doc/slurm-client/changelog.Debian.gz")
+        if version:
+            return version
+    import subprocess  # only for an sbatch that is not Debian's
+
+    try:
+        proc = subprocess.run([path, "-V"], capture_output=True, text=True, env=env, timeout=10,
+                              check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    words = proc.stdout.split()
+    return words[-1] if proc.returncode == 0 and words and words[-1][:1].isdigit() else None
+
+
+def debian_version(changelog: str) -> str | None:
+    """The upstream version in the first entry of a Debian changelog.gz: "slurm-wlm
+    (22.05.8-4+deb12u3) bookworm-security; ..." -> "22.05.8". None if unreadable."""
+    import zlib  # a C module, loaded only when a version is needed
+
+    try:
+        with open(changelog, "rb") as f:
+            head = zlib.decompressobj(47).decompress(f.read(4096), 512)
+    except (OSError, zlib.error):
+        return None
+    line = head.split(b"\n", 1)[0].decode("ascii", "replace")
+    start, end = line.find("("), line.find(")")
+    if not line.startswith("slurm") or not 0 < start < end:
+        return None
+    upstream = line[start + 1:end].split(":")[-1].split("-")[0].split("+")[0]
+    return upstream if upstream[:1].isdigit() else None
+
+
+def _on_path(command: str, path: str) -> str | None:
+    for folder in path.split(os.pathsep):
+        candidate = os.path.join(folder or ".", command)
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def long_kind(canon: str) -> int:
+    """Whether option `--canon` (a name resolve_long returned) takes a value."""
+    return installed_table()[canon] if canon in VARIES else LONG[canon]
+
+
 def resolve_long(name: str) -> str:
-    """The option `--name` stands for: an exact name, or an unambiguous prefix (getopt_long)."""
-    if name in LONG:
+    """The option `--name` stands for: an exact name, or an unambiguous prefix (getopt_long),
+    in the installed sbatch's table. That table is only looked up for a name that is (or
+    abbreviates) an option some release adds, drops or changes."""
+    table = LONG
+    if name and (name in VARIES or (name not in LONG
+                                    and any(opt.startswith(name) for opt in VARIES))):
+        table = installed_table()
+    return resolve_in(name, table)
+
+
+def resolve_in(name: str, table: Mapping[str, int]) -> str:
+    """resolve_long in a given table."""
+    if name in table:
         return name
-    matches = [opt for opt in LONG if opt.startswith(name)] if name else []
+    matches = [opt for opt in table if opt.startswith(name)] if name else []
     if len(matches) == 1:
         return matches[0]
     if not matches:

@@ -37,10 +37,13 @@ def test_readme_quick_look_runs_after_the_demo_hint(tmp_path: Path) -> None:
     tag = f"ql{uuid.uuid4().hex[:8]}"
     # On a shared cluster: this test's own job name and database, and the daemon narrowed to
     # that job (README's daemon would rank every rlsbatch job on the cluster).
+    engine = os.environ.get("SLURM_RL_ENGINE") or "native"
     script = (block.replace("-J quicklook", f"-J {tag}")
               .replace("/tmp/quicklook-%j.out", str(tmp_path / "job-%j.out"))
               .replace("/tmp/quicklook.db", str(tmp_path / "q.db"))
-              .replace("--once", f"--once --only-name-prefix {tag}", 1))
+              .replace("--once", f"--once --only-name-prefix {tag}", 1)
+              # README shows the default engine's line; run it on the engine this session tests
+              .replace("--engine docker", f"--engine {engine}"))
     assert script.count(tag) == 2 and script.count(str(tmp_path)) == 3
     fresh = {"HOME": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     # `docker/cluster env` reads the engine (and its directory) from these: the block then
