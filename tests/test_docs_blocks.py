@@ -113,7 +113,7 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/inference.md", '$ rlsbatch --rl-inference alexnet -N 2 --wrap "slurm-rl plan --json"'):
         How(skip="a transcript of refusals; tests/submit/test_rlsbatch_bad_input.py runs them"),
     ("docs/inference.md", "SLURM_RL_BIN=$PWD/.venv/bin/slurm-rl SLURM_RL_PYTHON=$PWD/.venv/bin/"
-                          "python sbatch -N 2 examples/inference/pipeline.sbatch mobilenet 30"):
+                          "python \\"):
         How(skip="submits a job; tests/inference/test_inference_pipeline_slurm.py runs it"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference profile                                  "
                           "# profiles + CPU calibration"):

@@ -2,14 +2,18 @@
 
 A device runs one layer at a time; a layer takes `overhead_s + max(flops / flops_per_s,
 bytes_moved / mem_bytes_per_s)` on it (a roofline: memory-bound layers such as ReLU or pooling
-count 0 FLOPs and are timed by the bytes they move). Moving `b` bytes from device i to j takes
-`b / bandwidth[i, j]` (nothing on the same device). Requests arrive at device `source`.
+count 0 FLOPs and are timed by the bytes they move), or, on a device marked
+`measured_layer_times`, the layer's CPU time measured by `slurm-rl inference profile`
+(data/inference/cpu_times.csv) where that file has the model. Moving `b` bytes from device i
+to j takes `link_latency_s + b / bandwidth[i, j]` (nothing on the same device). Requests
+arrive at device `source`.
 
 Cluster file (TOML):
 
     source = 0                      # device index where the model's input arrives
     bandwidth_gbps = 10             # every link, or:
     bandwidth_file = "bw.csv"       # an n x n matrix in Gbit/s (relative to this file)
+    link_latency_s = 1.3e-4         # optional, default 0: per transfer between two devices
     [[device]]
     type = "a100"                   # a preset (PRESETS), or give every number below
     count = 2                       # optional, default 1
@@ -18,6 +22,7 @@ Cluster file (TOML):
     mem_bytes_per_s = 1.5e12
     memory_bytes = 4e10
     overhead_s = 2e-5
+    measured_layer_times = true     # optional: this machine's measured CPU times per layer
 
 Bandwidth CSV: one row per device in file order, n numbers per row (Gbit/s; the diagonal is
 ignored and may be 0); `#` lines are comments.
@@ -54,11 +59,37 @@ class Device:
     mem_bytes_per_s: float
     memory_bytes: float
     overhead_s: float = 0.0
+    measured_layer_times: bool = False
+    """Time a layer by its measured CPU time (cpu_times.csv) where that file has its model."""
+
+
+_DATA = Path(__file__).resolve().parent.parent / "data" / "inference"
+_measured: dict[str, list[tuple[str, str, float, float]]] = {}
+
+
+def measured_times(profile: Profile) -> F64 | None:
+    """The per-layer CPU seconds `slurm-rl inference profile` measured for this profile's model
+    (cpu_times.csv), or None when the file has no such model or its layers differ (name, kind
+    or FLOPs) from the profile's."""
+    if not _measured:
+        try:
+            with open(_DATA / "cpu_times.csv", newline="") as fh:
+                for row in csv.DictReader(fh):
+                    _measured.setdefault(row["model"], []).append(
+                        (row["name"], row["kind"], float(row["flops"]),
+                         float(row["measured_s"])))
+        except OSError:
+            return None
+    rows = _measured.get(profile.model)
+    if rows is None or len(rows) != len(profile.layers) or any(
+            (n, k, f) != (lay.name, lay.kind, lay.flops)
+            for (n, k, f, _), lay in zip(rows, profile.layers, strict=True)):
+        return None
+    return np.array([t for *_, t in rows], dtype=np.float64)
 
 
 def _cpu_preset() -> dict[str, float]:
-    path = Path(__file__).resolve().parent.parent / "data" / "inference" / "cpu_device.json"
-    cal = json.loads(path.read_text())
+    cal = json.loads((_DATA / "cpu_device.json").read_text())
     return {"flops_per_s": cal["flops_per_s"], "mem_bytes_per_s": cal["mem_bytes_per_s"],
             "memory_bytes": 8e9, "overhead_s": cal["overhead_s"]}
 
@@ -82,6 +113,9 @@ class Cluster:
     bandwidth: F64
     """(n, n) bytes/s; the diagonal is +inf (no transfer on one device)."""
     source: int = 0
+    link_latency_s: float = 0.0
+    """Seconds every transfer between two different devices takes on top of bytes/bandwidth
+    (measured for gloo over loopback by benchmarks/bench_inference.py --gloo)."""
 
     def __post_init__(self) -> None:
         n = len(self.devices)
@@ -91,6 +125,9 @@ class Cluster:
             raise ClusterError(f"bandwidth matrix is {self.bandwidth.shape}, expected ({n}, {n})")
         if not 0 <= self.source < n:
             raise ClusterError(f"source: {self.source} is not a device index (0..{n - 1})")
+        if not (math.isfinite(self.link_latency_s) and self.link_latency_s >= 0):
+            raise ClusterError(f"link_latency_s: {self.link_latency_s!r} is not a finite "
+                               "number >= 0")
 
     @property
     def n(self) -> int:
@@ -101,13 +138,25 @@ class Cluster:
         return tuple(np.array([getattr(d, f) for d in self.devices], dtype=np.float64)
                      for f in _FIELDS)  # type: ignore[return-value]
 
+    def latency(self) -> F64:
+        """(n, n) seconds per transfer on top of bytes/bandwidth; 0 on the diagonal."""
+        m = np.full((self.n, self.n), self.link_latency_s)
+        np.fill_diagonal(m, 0.0)
+        return m
+
     def compute_times(self, profile: Profile) -> F64:
-        """(layers, devices) seconds of each layer on each device (the roofline)."""
+        """(layers, devices) seconds of each layer on each device (the roofline, or the
+        measured CPU times on a device marked `measured_layer_times`)."""
         fl, bw, _, oh = self.arrays()
         flops = np.array([lay.flops for lay in profile.layers])
         moved = np.array([lay.bytes_moved for lay in profile.layers])
         out: F64 = oh[None, :] + np.maximum(flops[:, None] / fl[None, :],
                                             moved[:, None] / bw[None, :])
+        marked = [k for k, d in enumerate(self.devices) if d.measured_layer_times]
+        if marked:
+            times = measured_times(profile)
+            if times is not None:
+                out[:, marked] = times[:, None]
         return out
 
 
@@ -119,7 +168,10 @@ def uniform_bandwidth(n: int, gbps: float) -> F64:
 
 def make(types: list[str] | tuple[str, ...], gbps: float = 10.0, source: int = 0) -> Cluster:
     """A cluster of preset devices (named TYPE-k) on uniform links of `gbps` Gbit/s."""
-    devs = tuple(Device(name=f"{t}-{k}", **PRESETS[t]) for k, t in enumerate(types))
+    devs = tuple(Device(name=f"{t}-{k}", flops_per_s=PRESETS[t]["flops_per_s"],
+                        mem_bytes_per_s=PRESETS[t]["mem_bytes_per_s"],
+                        memory_bytes=PRESETS[t]["memory_bytes"],
+                        overhead_s=PRESETS[t]["overhead_s"]) for k, t in enumerate(types))
     return Cluster(devices=devs, bandwidth=uniform_bandwidth(len(devs), gbps), source=source)
 
 
@@ -164,10 +216,11 @@ def load_bandwidth(path: str | Path, n: int) -> F64:
 
 
 def from_table(data: dict[str, Any], where: str, base: Path | None = None) -> Cluster:
-    unknown = set(data) - {"source", "bandwidth_gbps", "bandwidth_file", "device"}
+    unknown = set(data) - {"source", "bandwidth_gbps", "bandwidth_file", "link_latency_s",
+                           "device"}
     if unknown:
         raise ClusterError(f"{where}: unknown key(s) {sorted(unknown)}; valid: source, "
-                           "bandwidth_gbps, bandwidth_file, device")
+                           "bandwidth_gbps, bandwidth_file, link_latency_s, device")
     entries = data.get("device")
     if not isinstance(entries, list) or not entries:
         raise ClusterError(f"{where}: needs at least one [[device]] table")
@@ -176,7 +229,7 @@ def from_table(data: dict[str, Any], where: str, base: Path | None = None) -> Cl
         at = f"{where}: device {i}"
         if not isinstance(e, dict):
             raise ClusterError(f"{at}: expected a table")
-        bad = set(e) - {"type", "count", "name", *_FIELDS}
+        bad = set(e) - {"type", "count", "name", "measured_layer_times", *_FIELDS}
         if bad:
             raise ClusterError(f"{at}: unknown key(s) {sorted(bad)}")
         typ = e.get("type")
@@ -192,11 +245,15 @@ def from_table(data: dict[str, Any], where: str, base: Path | None = None) -> Cl
         count = e.get("count", 1)
         if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_DEVICES:
             raise ClusterError(f"{at}: count must be a whole number in 1..{MAX_DEVICES}")
+        measured = e.get("measured_layer_times", False)
+        if not isinstance(measured, bool):
+            raise ClusterError(f"{at}: measured_layer_times must be true or false")
         name = e.get("name", typ or f"dev{i}")
         if not isinstance(name, str) or not name.isascii() or not 0 < len(name) <= 64:
             raise ClusterError(f"{at}: name must be 1..64 ASCII characters")
         for _ in range(count):
-            devices.append(Device(name=f"{name}-{len(devices)}", **vals))
+            devices.append(Device(name=f"{name}-{len(devices)}", measured_layer_times=measured,
+                                  **vals))
     if len(devices) > MAX_DEVICES:
         raise ClusterError(f"{where}: {len(devices)} devices, at most {MAX_DEVICES}")
     n = len(devices)
@@ -214,7 +271,10 @@ def from_table(data: dict[str, Any], where: str, base: Path | None = None) -> Cl
     source = data.get("source", 0)
     if isinstance(source, bool) or not isinstance(source, int) or not 0 <= source < n:
         raise ClusterError(f"{where}: source must be a device index in 0..{n - 1}")
-    return Cluster(devices=tuple(devices), bandwidth=bw, source=source)
+    lat = data.get("link_latency_s", 0.0)
+    zero = isinstance(lat, int | float) and not isinstance(lat, bool) and lat == 0
+    lat = 0.0 if zero else _positive(f"{where}: link_latency_s", lat)
+    return Cluster(devices=tuple(devices), bandwidth=bw, source=source, link_latency_s=lat)
 
 
 def load(path: str | Path) -> Cluster:

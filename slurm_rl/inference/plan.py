@@ -21,6 +21,8 @@ class Plan:
     layer_names: tuple[str, ...]
     finish_s: tuple[float, ...]
     """Estimated finish of each layer after the request arrives (no contention)."""
+    compute_s: tuple[float, ...] = ()
+    """Estimated compute time of each layer on its device (the cluster's cost model)."""
 
     @property
     def latency_s(self) -> float:
@@ -81,7 +83,16 @@ def place(profile: Profile, cluster: Cluster, scheduler: str | Scheduler,
     return Plan(model=profile.model, scheduler=s.name,
                 devices=tuple(cluster.devices[d].name for d in r.devices),
                 layer_names=tuple(lay.name for lay in profile.layers),
-                finish_s=tuple(f - r.arrival for f in r.finishes))
+                finish_s=tuple(f - r.arrival for f in r.finishes),
+                compute_s=tuple(float(sim.models[0].comp[i, d])
+                                for i, d in enumerate(r.devices)))
+
+
+def stage_times(p: Plan) -> list[tuple[float, float]]:
+    """Each stage's predicted (start, done) seconds after the request arrives: a stage's
+    layers run back to back (one request, no contention), so done - start is its compute and
+    the gap from one stage's done to the next one's start is the transfer between them."""
+    return [(p.finish_s[a] - p.compute_s[a], p.finish_s[b]) for _, a, b in p.stages]
 
 
 def format_plan(p: Plan) -> str:

@@ -108,11 +108,11 @@ def dp_chain(profile: Profile, cluster: Cluster) -> tuple[float, tuple[int, ...]
     if not profile.is_chain:
         raise ValueError(f"{profile.model}: not a chain (the DP bound needs one)")
     t = tables(profile, cluster)
-    inv = 1.0 / cluster.bandwidth
-    cost = profile.input_bytes * inv[cluster.source] + t.comp[0]
+    inv, lat = 1.0 / cluster.bandwidth, cluster.latency()
+    cost = profile.input_bytes * inv[cluster.source] + lat[cluster.source] + t.comp[0]
     back = []
     for i in range(1, len(profile.layers)):
-        move = cost[:, None] + t.out_bytes[i - 1] * inv  # (from, to)
+        move = cost[:, None] + t.out_bytes[i - 1] * inv + lat  # (from, to)
         arg = move.argmin(axis=0)
         back.append(arg)
         cost = move[arg, np.arange(cluster.n)] + t.comp[i]

@@ -5,7 +5,8 @@ A task arrives at its arrival time; its layers are placed one decision at a time
 profile's (topological) order, all at that arrival time (the scheduler sees the cluster as it
 is then). A device runs one layer at a time, in the order layers were placed on it; a layer
 starts once its device is free and every input has arrived (time = queueing + compute +
-transfer). The scheduler sees *estimates* (the roofline, cluster.py); the layers run with
+transfer; a transfer between two devices takes the link latency plus bytes / bandwidth). The
+scheduler sees *estimates* (the roofline, cluster.py); the layers run with
 *actual* times, the estimates times a log-normal factor (mean 1, `noise`), so a task's latency
 is known only once its last layer has finished. A layer may go only to a device with memory
 for it: weights and output of the layers placed there by every unfinished task.
@@ -115,6 +116,7 @@ class InferenceSim:
         self.rng = np.random.default_rng([cfg.seed, 0])
         _, _, self.memory, _ = cluster.arrays()
         self.inv_bw: F64 = 1.0 / cluster.bandwidth  # 0 on the diagonal
+        self.lat: F64 = cluster.latency()  # 0 on the diagonal
         mean_time = np.mean([m.comp.sum(axis=0) for m in self.models], axis=0)
         self.rate = cfg.load * float(np.sum(1.0 / mean_time))
         p = np.asarray(mix if mix is not None else [1.0] * len(self.models), dtype=float)
@@ -183,9 +185,12 @@ class InferenceSim:
         ready = np.full(self.cluster.n, task.arrival)
         for j in lay.inputs:
             if j < 0:
-                arr = task.arrival + task.t.profile.input_bytes * self.inv_bw[self.cluster.source]
+                src = self.cluster.source
+                arr = (task.arrival + task.t.profile.input_bytes * self.inv_bw[src]
+                       + self.lat[src])
             else:
-                arr = task.est_fin[j] + task.t.out_bytes[j] * self.inv_bw[task.devices[j]]
+                src = task.devices[j]
+                arr = task.est_fin[j] + task.t.out_bytes[j] * self.inv_bw[src] + self.lat[src]
             ready = np.maximum(ready, arr)
         start = np.maximum(ready, self.est_free)
         finish = start + task.t.comp[i]
@@ -212,7 +217,7 @@ class InferenceSim:
                 b, src, fin = task.t.profile.input_bytes, self.cluster.source, task.arrival
             else:
                 b, src, fin = task.t.out_bytes[j], task.devices[j], task.act_fin[j]
-            tx = b * self.inv_bw[src, d]
+            tx = b * self.inv_bw[src, d] + self.lat[src, d]
             act_ready = max(act_ready, fin + tx * float(factors[1 + min(k, 1)]))
         act_fin = (max(act_ready, float(self.act_free[d]))
                    + float(task.t.comp[i, d]) * float(factors[0]))

@@ -107,12 +107,15 @@ def plan_command(model: str | None, nodes: str | None, device_type: str, bandwid
     else:
         base = cl.make([device_type] * len(names), bandwidth_gbps)
     devices = tuple(replace(d, name=n) for d, n in zip(base.devices, names, strict=True))
-    c = cl.Cluster(devices=devices, bandwidth=base.bandwidth, source=base.source)
+    c = replace(base, devices=devices)
     p = place_or_fail(prof, c, scheduler, checkpoint)
     if as_json:
         click.echo(json.dumps({"model": p.model, "scheduler": p.scheduler,
-                               "predicted_latency_s": p.latency_s, "nodes": list(names),
-                               "stages": [{"node": d, "first": a, "last": b}
-                                          for d, a, b in p.stages]}))
+                               "predicted_latency_s": p.latency_s,
+                               "link_latency_s": c.link_latency_s, "nodes": list(names),
+                               "stages": [{"node": d, "first": a, "last": b,
+                                           "start_s": t0, "done_s": t1}
+                                          for (d, a, b), (t0, t1)
+                                          in zip(p.stages, plan.stage_times(p), strict=True)]}))
     else:
         click.echo(plan.format_plan(p))
