@@ -44,11 +44,15 @@ test: install docker-deps lint typecheck
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
 	@$(MAKE) --no-print-directory smoke-native
 
-# The native launcher (docker/cluster up) passes docker/smoke-test.
+# The native launcher (docker/cluster up) passes docker/smoke-test, in its default directory
+# (never one a SLURM_RL_CLUSTER_DIR in the caller's environment names: that may be the
+# dockerized cluster's).
 smoke-native: system-deps
 	@echo "==> the native launcher's smoke test (docker/cluster --engine native up; docker/smoke-test)"
-	SLURM_RL_ENGINE=native docker/cluster up
-	SLURM_RL_ENGINE=native docker/smoke-test
+	env -u SLURM_RL_CLUSTER_DIR SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \
+	  SLURM_RL_ENGINE=native docker/cluster up
+	env -u SLURM_RL_CLUSTER_DIR SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \
+	  SLURM_RL_ENGINE=native docker/smoke-test
 
 # Debian packages: Slurm (slurmctld, slurmd, client), munge, and Python's venv.
 system-deps:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import time
 from importlib import resources
 
@@ -44,6 +45,14 @@ class NullPolicy:
         return Decision(policy=self.name)
 
 
+def _option_value(text: str) -> object:
+    """VALUE read as JSON if it parses (0.5, true, [1, 2]), else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
 def build_trace(jobs: int) -> tuple[trace.TraceJob, ...]:
     folder = resources.files("slurm_rl") / "data" / "traces"
     files = sorted(p.name for p in folder.iterdir() if p.name.startswith("itp-deadline-"))
@@ -62,19 +71,20 @@ def main() -> None:
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--tick", type=float, default=60.0, help="policy tick, seconds")
     ap.add_argument("--policy-option", action="append", default=[], metavar="NAME:KEY=VALUE",
-                    help="an option for one policy (repeatable), e.g. rl:preempt_margin=0")
+                    help="an option for one policy (repeatable), e.g. rl:preempt_margin=0; "
+                    "VALUE is read as JSON if it parses, as `slurm-rl simulate` reads it")
     ap.add_argument("--null", action="store_true",
                     help="also run a policy that decides nothing, asked at every event: the "
                     "engine's own cost")
     args = ap.parse_args()
 
-    options: dict[str, dict[str, str]] = {}
+    options: dict[str, dict[str, object]] = {}
     for item in args.policy_option:
         name, sep, kv = item.partition(":")
         key, eq, value = kv.partition("=")
         if not (sep and eq and name and key):
             ap.error(f"--policy-option {item!r}: expected NAME:KEY=VALUE")
-        options.setdefault(name, {})[key] = value
+        options.setdefault(name, {})[key] = _option_value(value)
     t0 = time.perf_counter()
     jobs = build_trace(args.jobs)
     nodes = trace.nodes_for_load(jobs, args.load, args.gpus_per_node)

@@ -26,6 +26,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+DEBOOTSTRAP_TIMEOUT_S = 1200
+"""The longest a base image's debootstrap may take."""
 HERE = Path(__file__).resolve().parent
 RECIPE_VERSION = "1"  # bump to force a rebuild of the base image after a recipe change
 
@@ -125,7 +127,13 @@ def build_base(client: Any, release: str, cache_dir: Path) -> str:
         if not Path(f"/usr/share/debootstrap/scripts/{release}").exists():
             argv.append("sid")  # an older debootstrap without this release's script
         try:
-            proc = subprocess.run(argv, capture_output=True, text=True)
+            # bounded: a stalled mirror must not hang `make test` (a first build takes 1.5-3
+            # minutes here)
+            proc = subprocess.run(argv, capture_output=True, text=True,
+                                  timeout=DEBOOTSTRAP_TIMEOUT_S)
+        except subprocess.TimeoutExpired as e:
+            raise ImageError(f"debootstrap {release} did not finish within "
+                             f"{DEBOOTSTRAP_TIMEOUT_S} s (mirror {mirror})") from e
         finally:
             _unmount_below(root)
         if proc.returncode != 0:

@@ -100,11 +100,23 @@ class OptionError(ValueError):
     """An option getopt_long would refuse; the message reads like getopt's."""
 
 
+def _release(version: str | None) -> tuple[int, int] | None:
+    """(major, minor) of "24.11.5", "slurm-wlm 24.11.5"...; None if it does not read so."""
+    words = version.split() if version else []
+    parts = words[-1].split(".")[:2] if words else []
+    if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    return int(parts[0]), int(parts[1])
+
+
 def table_for(version: str | None) -> dict[str, int]:
-    """The long-option table of sbatch `version` ("24.11.5", "slurm-wlm 24.11.5"...): the
-    release's own if known (by major.minor), else 22.05's."""
-    release = ".".join(version.split()[-1].split(".")[:2]) if version and version.split() else ""
-    changes = RELEASES.get(release)
+    """The long-option table of sbatch `version` ("24.11.5", "slurm-wlm 24.11.5"...): that of
+    the newest known release not newer than it (25.05 gets 24.11's: options stay once added,
+    as far as the known releases show), 22.05's for anything older or unreadable."""
+    have = _release(version)
+    known = sorted((r, name) for name in RELEASES if (r := _release(name)) is not None)
+    fit = [name for r, name in known if have is not None and r <= have]
+    changes = RELEASES[fit[-1]] if fit else {}
     if not changes:
         return LONG
     table = dict(LONG)

@@ -139,9 +139,10 @@ class RL(_OrderOnly):
     """Order-only (declares no capability)."""
 
 
-def new(**options: Any) -> Any:
+def new(**options: Any) -> _OrderOnly:
     """Options: checkpoint (the shipped one); preempt_margin (none: order-only; a number >=
-    0: preemptive, `policies/rl_preempt.py`, with its options rescore_s and max_restarts)."""
+    0: preemptive, `policies/rl_preempt.py`, with its options rescore_s, max_restarts,
+    protect_gpus and protect_run_s)."""
     margin = options.get("preempt_margin")
     if margin is None or margin == "none":
         rest = {k: v for k, v in options.items() if k != "preempt_margin"}

@@ -97,7 +97,10 @@ class Memo:
 
     def keep(self, v: JobView, score: float, now: float) -> None:
         self.drop(v.id)
-        key = (score, -v.submit_time, self.seq)
+        # NaN compares unequal to itself: it would break the bisection (a job's submit time
+        # may be NaN, and a NaN feature gives a NaN score); both sort as -inf instead
+        t = v.submit_time
+        key = (score if score == score else -math.inf, -t if t == t else -math.inf, self.seq)
         self.seq += 1
         i = bisect_left(self.keys, key)
         self.keys.insert(i, key)

@@ -60,7 +60,8 @@ def place_on(free: Sequence[int], gpus: int, per_node: int) -> Alloc | None:
 def place_in_buckets(buckets: Sequence[Sequence[int]], gpus: int, per_node: int
                      ) -> Alloc | None:
     """Best fit over nodes bucketed by free GPUs (buckets[f]: the nodes with f free, in index
-    order): the same placement as `place_on` on the free map they hold, in O(G)."""
+    order): the same placement as `place_on` on the free map they hold, without a scan of
+    every node."""
     G = per_node
     if gpus <= G:
         for f in range(gpus, G + 1):
@@ -169,8 +170,9 @@ class Cluster:
         return [len(b) for b in self._buckets]
 
     def buckets_with(self, free: Sequence[int], nodes: Iterable[int]) -> list[list[int]]:
-        """The buckets of `free`, a free map that differs from this cluster's only on `nodes`
-        (O(G + changed nodes), not O(nodes))."""
+        """The buckets of `free`, a free map that differs from this cluster's only on `nodes`:
+        the cluster's buckets copied (in C) and the changed nodes moved, with no Python loop
+        over every node."""
         buckets = [list(b) for b in self._buckets]
         now = self.free
         for node in set(nodes):

@@ -49,9 +49,17 @@ def test_each_release_table() -> None:
     assert VARIES == set().union(*RELEASES.values())
 
 
-@pytest.mark.parametrize("version", [None, "", "garbage", "25.05.1", "23.02.7", "slurm 21.08.8"])
-def test_an_unknown_release_gets_2205s_table(version: str | None) -> None:
+@pytest.mark.parametrize("version", [None, "", "garbage", "23.02.7", "24.05.8", "slurm 21.08.8",
+                                     "２４.１１.5", "24.x"])
+def test_an_older_or_unreadable_release_gets_2205s_table(version: str | None) -> None:
     assert table_for(version) is LONG
+
+
+@pytest.mark.parametrize(("version", "like"), [("25.05.1", "24.11.5"), ("25.11.0", "24.11.5"),
+                                               ("slurm 27.05.1", "26.05.5")])
+def test_a_newer_unknown_release_gets_the_newest_known_table_before_it(version: str,
+                                                                      like: str) -> None:
+    assert table_for(version) == table_for(like) != LONG
 
 
 def _split(args: list[str]) -> tuple[list[tuple[str, str | None]], str | None, str | None]:
