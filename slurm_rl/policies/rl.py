@@ -95,7 +95,10 @@ def preempt_by_work(snapshot: ClusterSnapshot, ranked: Sequence[JobView], margin
 
 
 @dataclass(frozen=True, kw_only=True)
-class _OrderOnly:
+class LearnedOrder:
+    """The learned order of pending jobs (the checkpoint's network, lazily loaded): the base of
+    the order-only `RL` and of the preemptive `rl_preempt.RLPreempting`."""
+
     name: str = field(default=NAME, init=False)
     checkpoint: str | None = None
     """Path of a checkpoint (`slurm-rl train --out`); None: the shipped one."""
@@ -135,11 +138,11 @@ class _OrderOnly:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RL(_OrderOnly):
+class RL(LearnedOrder):
     """Order-only (declares no capability)."""
 
 
-def new(**options: Any) -> _OrderOnly:
+def new(**options: Any) -> LearnedOrder:
     """Options: checkpoint (the shipped one); preempt_margin (none: order-only; a number >=
     0: preemptive, `policies/rl_preempt.py`, with its options rescore_s, max_restarts,
     protect_gpus and protect_run_s)."""

@@ -38,7 +38,7 @@ import numpy.typing as npt
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_parts
 from slurm_rl.policies.preemption import plan_preemptions_by_prefix
-from slurm_rl.policies.rl import RLPolicyError, _OrderOnly, may_preempt
+from slurm_rl.policies.rl import LearnedOrder, RLPolicyError, may_preempt
 from slurm_rl.rl.features import decision_from_scores, features, running_rows, some_rows
 
 _Key = tuple[float, float | None, int]
@@ -110,7 +110,7 @@ class Memo:
 
 
 @dataclass(frozen=True, kw_only=True)
-class RLPreempting(_OrderOnly):
+class RLPreempting(LearnedOrder):
     """The learned order plus preemption by the same network's scores (Preempting,
     Stateful)."""
 

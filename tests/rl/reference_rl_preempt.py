@@ -13,12 +13,12 @@ import numpy as np
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies.capacity import Capacity, job_parts
 from slurm_rl.policies.preemption import plan_preemptions
-from slurm_rl.policies.rl import _OrderOnly, may_preempt
+from slurm_rl.policies.rl import LearnedOrder, may_preempt
 from slurm_rl.rl.features import decision_from_scores, features, running_rows
 
 
 @dataclass(frozen=True, kw_only=True)
-class StraightforwardRL(_OrderOnly):
+class StraightforwardRL(LearnedOrder):
     preempt_margin: float = 0.0
 
     def may_preempt(self, job: JobView) -> bool:
