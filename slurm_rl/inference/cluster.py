@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import math
 import tomllib
 from dataclasses import dataclass
@@ -65,6 +66,9 @@ class Device:
 
 _DATA = Path(__file__).resolve().parent.parent / "data" / "inference"
 _measured: dict[str, list[tuple[str, str, float, float]]] = {}
+_warned: set[str] = set()
+"""Models measured_layer_times fell back to the roofline for (said once each)."""
+log = logging.getLogger(__name__)
 
 
 def measured_times(profile: Profile) -> F64 | None:
@@ -157,6 +161,11 @@ class Cluster:
             times = measured_times(profile)
             if times is not None:
                 out[:, marked] = times[:, None]
+            elif profile.model not in _warned:
+                _warned.add(profile.model)
+                log.warning("measured_layer_times: cpu_times.csv has no measured layers for "
+                            "model %s (or they differ from its profile): its layers are timed "
+                            "by the roofline", profile.model)
         return out
 
 

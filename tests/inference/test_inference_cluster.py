@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,6 +106,22 @@ def test_link_latency_and_measured_layer_times(tmp_path: Path) -> None:
     assert cl.measured_times(renamed) is None
     assert cl.load(_toml(tmp_path, 'bandwidth_gbps = 8\n[[device]]\ntype = "t4"\n')
                    ).link_latency_s == 0.0
+
+
+def test_measured_layer_times_without_measurements_says_so_once(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A device marked measured_layer_times for a model cpu_times.csv does not have falls back
+    to the roofline, and the log says so (once per model), so a mis-set cluster file is seen."""
+    prof = resolve("mobilenet")
+    other = Profile(model="not-measured-model", input_bytes=prof.input_bytes,
+                    layers=prof.layers)
+    c = replace(cl.make(["cpu"]), devices=tuple(
+        replace(d, measured_layer_times=True) for d in cl.make(["cpu"]).devices))
+    with caplog.at_level(logging.WARNING, logger="slurm_rl.inference.cluster"):
+        t1, t2 = c.compute_times(other), c.compute_times(other)
+    assert np.array_equal(t1, cl.make(["cpu"]).compute_times(other)) and np.array_equal(t1, t2)
+    said = [r.getMessage() for r in caplog.records if "not-measured-model" in r.getMessage()]
+    assert len(said) == 1 and "roofline" in said[0]
 
 
 def test_a_transfer_costs_the_link_latency_plus_bytes_over_bandwidth() -> None:
