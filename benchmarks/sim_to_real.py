@@ -37,7 +37,6 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from slurm_rl.sim.cluster import CONS_TRES, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
@@ -45,34 +44,22 @@ from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.trace import TraceJob
 from slurm_rl.slurm.parse import parse_time
 
-if TYPE_CHECKING:  # mypy runs from the repository root
-    from benchmarks.sim_to_real_logs import (
-        Cycle,
-        DaemonTiming,
-        RealJob,
-        ReplayJob,
-        SimOut,
-        SlurmTiming,
-        compare,
-        daemon_timing,
-        job_events,
-        load_raw,
-        slurm_timing,
-    )
-else:  # run as a script: its own folder is on sys.path (benchmarks/ is no package)
-    from sim_to_real_logs import (
-        Cycle,
-        DaemonTiming,
-        RealJob,
-        ReplayJob,
-        SimOut,
-        SlurmTiming,
-        compare,
-        daemon_timing,
-        job_events,
-        load_raw,
-        slurm_timing,
-    )
+# benchmarks/ is no package: run as a script, only this folder is on sys.path; the repository
+# root makes `benchmarks.sim_to_real_logs` the same module to Python and to mypy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.sim_to_real_logs import (  # noqa: E402
+    Cycle,
+    DaemonTiming,
+    RealJob,
+    ReplayJob,
+    SimOut,
+    SlurmTiming,
+    compare,
+    daemon_timing,
+    job_events,
+    load_raw,
+    slurm_timing,
+)
 
 BIN = Path(sys.executable).parent
 NODES, GPUS_PER_NODE, CPUS_PER_NODE = 4, 4, 8
