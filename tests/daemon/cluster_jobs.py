@@ -67,8 +67,16 @@ def run_daemon(db: Path, prefix: str, *args: str, policy: str = "deadline",
 def squeue(ids: Sequence[str], fields: str) -> dict[str, list[str]]:
     """`squeue -t all -O` for our jobs: id → the other fields (split on '|')."""
     fmt = ",".join(f"{f}:|" for f in ("JobID", *fields.split(",")))
-    out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-O", fmt],
-                         capture_output=True, text=True, check=True)
+    argv = ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-O", fmt]
+    # A busy 2-core host can make one RPC time out (slurmctld answers the next): three tries,
+    # then the error with squeue's own words.
+    for _ in range(3):
+        out = subprocess.run(argv, capture_output=True, text=True)
+        if out.returncode == 0:
+            break
+        time.sleep(1.0)
+    else:
+        raise AssertionError(f"{' '.join(argv)}: exit {out.returncode}: {out.stderr.strip()}")
     rows = {}
     for line in out.stdout.splitlines():
         cols = line.split("|")

@@ -22,7 +22,7 @@ LINE = re.compile(r"pipeline mobilenet: 2 stages on tasks \[0, 1\] of 2; measure
                   r"([\d.]+) ms, median [\d.]+ ms over 10 requests; predicted ([\d.]+) ms "
                   r"\+ completion message ([\d.]+) ms = ([\d.]+) ms; measured/predicted "
                   r"[\d.]+; all layers on one task, no transfer: ([\d.]+) ms")
-ROW = re.compile(r"^\| ([^|]+?) \| ([\d.]+|n/a) \| ([\d.]*|n/a) \| ([\d.]*) \| ([\d.]*) \|$",
+ROW = re.compile(r"^\| ([^|]+?) \| ([\d.]+|n/a) \| ([\d.]*|n/a) \| ([\d.]*|n/a) \| ([\d.]*) \|$",
                  re.M)
 
 
