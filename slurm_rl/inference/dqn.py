@@ -23,12 +23,11 @@ forward passes; torch's per-call overhead would dominate).
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from slurm_rl.inference.env import InferenceEnv, Obs, Scenario
 from slurm_rl.inference.features import N_FEATURES, device_features
 from slurm_rl.inference.schedulers import metrics, run_episode
 from slurm_rl.inference.sim import InferenceSim
+from slurm_rl.params import describe, helped
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -105,31 +105,28 @@ class QScheduler:
         return int(np.argmax(np.where(ok, self.q_values(f, ok), -np.inf)))
 
 
-def _h(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
-
-
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    seed: int = _h("Seeds python, numpy, torch and the scenario draws.", 1)
-    matching: bool = _h("True: DRM-DQL (matched per-layer rewards); False: vanilla DQL.", True)
-    episodes: int = _h("Training episodes (one scenario each).", 40)
-    scenarios: int = _h("Distinct random training scenarios (env.training_scenarios).", 64)
-    hidden: int = _h("Hidden width of the Q-network.", 64)
-    learning_rate: float = _h("Adam step size.", 3e-4)
-    gamma: float = _h("Discount per layer decision.", 0.97)
-    buffer: int = _h("Replay buffer transitions.", 30_000)
-    batch: int = _h("Minibatch transitions.", 64)
-    train_every: int = _h("Decisions between gradient steps.", 4)
-    learning_starts: int = _h("Decisions before the first gradient step.", 1_000)
-    target_every: int = _h("Decisions between target-network copies.", 1_000)
-    eps_start: float = _h("Initial exploration rate.", 0.3)
-    eps_end: float = _h("Final exploration rate.", 0.02)
-    eps_fraction: float = _h("Share of the episodes over which epsilon decays.", 0.3)
-    validate_every: int = _h("Episodes between greedy validations (learning curve).", 5)
-    demo_episodes: int = _h("Warm start: HEFT episodes put into the replay buffer (0: none).", 8)
-    pretrain_steps: int = _h("Warm start: gradient steps on them before acting.", 1500)
-    margin: float = _h("Warm start: large-margin loss on the demonstrated actions.", 0.2)
+    seed: int = helped("Seeds python, numpy, torch and the scenario draws.", 1)
+    matching: bool = helped("True: DRM-DQL (matched per-layer rewards); False: vanilla DQL.", True)
+    episodes: int = helped("Training episodes (one scenario each).", 40)
+    scenarios: int = helped("Distinct random training scenarios (env.training_scenarios).", 64)
+    hidden: int = helped("Hidden width of the Q-network.", 64)
+    learning_rate: float = helped("Adam step size.", 3e-4)
+    gamma: float = helped("Discount per layer decision.", 0.97)
+    buffer: int = helped("Replay buffer transitions.", 30_000)
+    batch: int = helped("Minibatch transitions.", 64)
+    train_every: int = helped("Decisions between gradient steps.", 4)
+    learning_starts: int = helped("Decisions before the first gradient step.", 1_000)
+    target_every: int = helped("Decisions between target-network copies.", 1_000)
+    eps_start: float = helped("Initial exploration rate.", 0.3)
+    eps_end: float = helped("Final exploration rate.", 0.02)
+    eps_fraction: float = helped("Share of the episodes over which epsilon decays.", 0.3)
+    validate_every: int = helped("Episodes between greedy validations (learning curve).", 5)
+    demo_episodes: int = helped(
+        "Warm start: HEFT episodes put into the replay buffer (0: none).", 8)
+    pretrain_steps: int = helped("Warm start: gradient steps on them before acting.", 1500)
+    margin: float = helped("Warm start: large-margin loss on the demonstrated actions.", 0.2)
 
 
 class _Replay:
@@ -317,5 +314,4 @@ def _update(net: QNet, target: QNet, opt: torch.optim.Optimizer, batch: list[tor
 
 
 def list_params() -> str:
-    return "\n".join(f"{f.name} = {f.default!r}  # {f.metadata['help']}"
-                     for f in dataclasses.fields(TrainConfig))
+    return describe(TrainConfig)

@@ -26,7 +26,7 @@ import dataclasses
 import random
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from slurm_rl.gittins_table import HELD_OUT
+from slurm_rl.params import describe, helped
 from slurm_rl.rl import fromdb, rollout
 from slurm_rl.rl import model as rl_model
 from slurm_rl.rl.env import Scenario, SchedulingEnv
@@ -50,36 +51,32 @@ from slurm_rl.rl.model import JobScorer, ModelConfig, save
 from slurm_rl.sim.config import from_table
 
 
-def _h(text: str, default: Any) -> Any:
-    return field(default=default, metadata={"help": text})
-
-
 @dataclass(frozen=True, kw_only=True)
 class TrainConfig:
-    seed: int = _h("Seeds python, numpy, torch and every rollout.", 1)
-    iterations: int = _h("PPO iterations (rollout + update).", 40)
-    steps_per_worker: int = _h("Decision points each worker collects per iteration.", 512)
-    workers: int = _h("Rollout processes (the batch is workers x steps_per_worker).", 2)
-    learning_rate: float = _h("Adam step size (annealed linearly to 0).", 3e-4)
-    gamma: float = _h("Discount per decision point.", 0.995)
-    gae_lambda: float = _h("GAE lambda.", 0.95)
-    update_epochs: int = _h("PPO epochs over each batch.", 4)
-    minibatch_size: int = _h("Decision points per minibatch.", 256)
-    clip_coef: float = _h("PPO ratio clip.", 0.2)
-    ent_coef: float = _h("Entropy bonus (the Gaussian's log-std).", 0.0)
-    vf_coef: float = _h("Value loss weight.", 0.5)
-    max_grad_norm: float = _h("Gradient norm clip.", 0.5)
-    hidden: int = _h("Hidden width of the per-job MLP and the value head.", 64)
-    max_jobs: int = _h("Job slots the network sees (the oldest pending jobs).", 64)
-    init_log_std: float = _h("Initial log-std of the score Gaussian.", -1.0)
-    imitation_epochs: int = _h("Warm start: epochs regressing scores onto the teacher "
+    seed: int = helped("Seeds python, numpy, torch and every rollout.", 1)
+    iterations: int = helped("PPO iterations (rollout + update).", 40)
+    steps_per_worker: int = helped("Decision points each worker collects per iteration.", 512)
+    workers: int = helped("Rollout processes (the batch is workers x steps_per_worker).", 2)
+    learning_rate: float = helped("Adam step size (annealed linearly to 0).", 3e-4)
+    gamma: float = helped("Discount per decision point.", 0.995)
+    gae_lambda: float = helped("GAE lambda.", 0.95)
+    update_epochs: int = helped("PPO epochs over each batch.", 4)
+    minibatch_size: int = helped("Decision points per minibatch.", 256)
+    clip_coef: float = helped("PPO ratio clip.", 0.2)
+    ent_coef: float = helped("Entropy bonus (the Gaussian's log-std).", 0.0)
+    vf_coef: float = helped("Value loss weight.", 0.5)
+    max_grad_norm: float = helped("Gradient norm clip.", 0.5)
+    hidden: int = helped("Hidden width of the per-job MLP and the value head.", 64)
+    max_jobs: int = helped("Job slots the network sees (the oldest pending jobs).", 64)
+    init_log_std: float = helped("Initial log-std of the score Gaussian.", -1.0)
+    imitation_epochs: int = helped("Warm start: epochs regressing scores onto the teacher "
                                "column's ranking before PPO (0: none).", 30)
-    imitation_teacher: str = _h("Warm start: the job feature whose ranking (lowest first) "
+    imitation_teacher: str = helped("Warm start: the job feature whose ranking (lowest first) "
                                 "the scores imitate: est_work (stated remaining run time x "
                                 "GPUs), est_remaining, limit_work, time_limit or gittins.",
                                 "est_work")
-    imitation_steps: int = _h("Warm start: decision points collected per worker.", 512)
-    validate_every: int = _h("Validate (deterministic, whole episodes) every N iterations.", 5)
+    imitation_steps: int = helped("Warm start: decision points collected per worker.", 512)
+    validate_every: int = helped("Validate (deterministic, whole episodes) every N iterations.", 5)
 
     def __post_init__(self) -> None:
         if self.imitation_teacher not in TEACHERS:
@@ -88,8 +85,7 @@ class TrainConfig:
 
 
 def list_params() -> str:
-    return "\n".join(f"{f.name} = {f.default!r}  # {f.metadata['help']}"
-                     for f in dataclasses.fields(TrainConfig))
+    return describe(TrainConfig)
 
 
 def _scenarios(entries: list[dict[str, Any]], where: str) -> tuple[Scenario, ...]:
