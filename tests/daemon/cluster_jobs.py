@@ -8,6 +8,7 @@ our own jobs, and every job submitted is cancelled at the end of its test.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -99,3 +100,15 @@ def wait_for(predicate, timeout: float, what: str, step: float = 0.5):  # type: 
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(step)
+
+
+def policies_decided(db: Path) -> list[str]:
+    """The policy of each decision the daemon recorded in `db`, oldest first ([] before the
+    first cycle made the table)."""
+    con = sqlite3.connect(db)
+    try:
+        return [r[0] for r in con.execute("SELECT policy FROM decisions ORDER BY id")]
+    except sqlite3.OperationalError:
+        return []
+    finally:
+        con.close()

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
-from cluster_jobs import SLURM_RL, Jobs, daemon_argv, wait_for
+from cluster_jobs import SLURM_RL, Jobs, daemon_argv, policies_decided, wait_for
 
 from slurm_rl.daemon.notify import Notifier, socket_address, watchdog_period
 
@@ -165,16 +165,6 @@ def test_ready_status_watchdog_and_a_stuck_loop_stops_the_pings(
     assert len(lis.lines("READY=1")) == 1
 
 
-def _decided_by(db: Path) -> list[str]:
-    con = sqlite3.connect(db)
-    try:
-        return [r[0] for r in con.execute("SELECT policy FROM decisions ORDER BY id")]
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
-
-
 @pytest.mark.slurm
 def test_sighup_reloads_the_config_and_a_bad_one_changes_nothing(
         jobs: Jobs, tmp_path: Path, listener: tuple[Listener, str]) -> None:
@@ -189,19 +179,19 @@ def test_sighup_reloads_the_config_and_a_bad_one_changes_nothing(
                              "--only-name-prefix", jobs.prefix],
                             env={**os.environ, "NOTIFY_SOCKET": sock_path}, stderr=log)
     try:
-        wait_for(lambda: "fifo" in _decided_by(db), 60, "a cycle decided by fifo")
+        wait_for(lambda: "fifo" in policies_decided(db), 60, "a cycle decided by fifo")
         config.write_text(f'[database]\npath = "{db}"\n[daemon]\npolicy = "deadline"\n'
                           'dry_run = true\ninterval_s = 7.0\n')
         proc.send_signal(signal.SIGHUP)
-        wait_for(lambda: _decided_by(db)[-1:] == ["deadline"], 60, "deadline after SIGHUP")
+        wait_for(lambda: policies_decided(db)[-1:] == ["deadline"], 60, "deadline after SIGHUP")
         lis.wait_for("RELOADING=1")
         lis.wait_for("READY=1", count=2)  # systemd's reload is over
         config.write_text("[daemon]\npolicy = 3\n")
         proc.send_signal(signal.SIGHUP)
         wait_for(lambda: "not reloaded" in log_path.read_text(), 30, "the refusal")
-        n = len(_decided_by(db))
-        wait_for(lambda: len(_decided_by(db)) > n + 1, 30, "two more cycles")
-        assert set(_decided_by(db)[n:]) == {"deadline"}
+        n = len(policies_decided(db))
+        wait_for(lambda: len(policies_decided(db)) > n + 1, 30, "two more cycles")
+        assert set(policies_decided(db)[n:]) == {"deadline"}
         assert proc.poll() is None
     finally:
         proc.send_signal(signal.SIGTERM)

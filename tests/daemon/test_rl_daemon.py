@@ -5,28 +5,17 @@ from __future__ import annotations
 
 import shutil
 import signal
-import sqlite3
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cluster_jobs import Jobs, daemon_argv, run_daemon, squeue, wait_for
+from cluster_jobs import Jobs, daemon_argv, policies_decided, run_daemon, squeue, wait_for
 
 from slurm_rl.core import Intent
 from slurm_rl.policies.rl import default_checkpoint
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
-
-
-def policies_decided(db: Path) -> list[str]:
-    con = sqlite3.connect(db)
-    try:
-        return [r[0] for r in con.execute("SELECT policy FROM decisions ORDER BY id")]
-    except sqlite3.OperationalError:
-        return []
-    finally:
-        con.close()
 
 
 def test_rl_orders_jobs_on_the_cluster(jobs: Jobs, tmp_path: Path) -> None:
