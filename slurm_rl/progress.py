@@ -246,19 +246,25 @@ class ProgressReporter:
         return True
 
     def read_comment(self) -> str:
-        result = self.runner.run(["squeue", "-h", "-j", self.job_id, "-O", f"Comment:{SEP}"])
-        if not result.ok:
-            raise ProgressError(f"job {self.job_id}: squeue failed: {_last_line(result.stderr)}")
-        # One record per job, ended by the separator and a newline: a comment may itself hold
-        # newlines (the owner's own text), so records are not lines.
-        records = result.stdout.split(SEP + "\n")
-        if records and records[-1] == "":
-            records.pop()
-        if len(records) != 1:
-            raise ProgressError(f"job {self.job_id}: expected one job from squeue, got "
-                                f"{len(records)} (for an array, give the task's own job id)")
-        comment = records[0]
-        return "" if comment == "(null)" else comment
+        return read_job_comment(self.runner, self.job_id)
+
+
+def read_job_comment(runner: Runner, job_id: str) -> str:
+    """Job `job_id`'s comment as Slurm holds it ("" for none); ProgressError when squeue fails
+    or does not show exactly that one job."""
+    result = runner.run(["squeue", "-h", "-j", job_id, "-O", f"Comment:{SEP}"])
+    if not result.ok:
+        raise ProgressError(f"job {job_id}: squeue failed: {_last_line(result.stderr)}")
+    # One record per job, ended by the separator and a newline: a comment may itself hold
+    # newlines (the owner's own text), so records are not lines.
+    records = result.stdout.split(SEP + "\n")
+    if records and records[-1] == "":
+        records.pop()
+    if len(records) != 1:
+        raise ProgressError(f"job {job_id}: expected one job from squeue, got "
+                            f"{len(records)} (for an array, give the task's own job id)")
+    comment = records[0]
+    return "" if comment == "(null)" else comment
 
 
 _reporters: dict[str, ProgressReporter] = {}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from slurm_rl.inference.cluster import ClusterError
-from slurm_rl.inference.profile import ProfileError
+from slurm_rl.inference.profile import ProfileError, resolve
 
 if TYPE_CHECKING:  # (plan pulls in the simulator: imported when a command runs)
     from slurm_rl.inference.cluster import Cluster
@@ -176,7 +176,7 @@ def place_command(model: str, cluster_file: Path, scheduler: str,
     from slurm_rl.inference import cluster, plan
 
     try:
-        prof = plan.resolve_model(model)
+        prof = resolve(model)
     except ProfileError as exc:
         raise click.BadParameter(str(exc), param_hint="MODEL") from None
     try:

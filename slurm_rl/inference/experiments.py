@@ -7,7 +7,6 @@ from __future__ import annotations
 import csv
 import itertools
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -140,17 +139,6 @@ def plot_curves(rows: list[dict[str, Any]], baselines: dict[str, float], path: P
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Cell:
-    gbps: float
-    mix: str
-    model: str
-
-    @property
-    def held_out(self) -> bool:
-        return self.model in HELD_OUT_MODELS
 
 
 def sweep(schedulers: Callable[[int], dict[str, Scheduler]], seeds: Sequence[int],

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from slurm_rl.inference.cluster import Cluster
-from slurm_rl.inference.profile import Profile, resolve
+from slurm_rl.inference.profile import Profile
 from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, WholeModel
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
@@ -38,10 +38,6 @@ class Plan:
             else:
                 out.append((d, i, i))
         return tuple(out)
-
-
-def resolve_model(name_or_path: str) -> Profile:
-    return resolve(name_or_path)
 
 
 def scheduler_for(name: str, checkpoint: Path | None) -> Scheduler:

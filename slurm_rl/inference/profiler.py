@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from slurm_rl.inference import models
-from slurm_rl.inference.profile import SHIPPED_DIR, Profile, from_json, save
+from slurm_rl.inference.profile import FORMAT, SHIPPED_DIR, Profile, from_json, save
 
 
 def _tensors(args: Any) -> list[torch.Tensor]:
@@ -86,7 +86,7 @@ def profile_module(model: nn.Module, example: torch.Tensor, name: str) -> Profil
     finally:
         for h in handles:
             h.remove()
-    data = {"format": "slurm-rl-profile/1", "model": name,
+    data = {"format": FORMAT, "model": name,
             "input_bytes": float(example.numel() * example.element_size()), "layers": rows}
     return from_json(data, name)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -148,4 +147,4 @@ def mix_model_grid(rows: list[dict[str, Any]]) -> str:
 
 
 __all__ = ["cell_means", "sweep_table", "win_counts", "dp_table", "plot_sweep",
-           "mix_model_grid", "itertools"]
+           "mix_model_grid"]

@@ -18,30 +18,31 @@ import click
 
 from slurm_rl.inference import cluster as cl
 from slurm_rl.inference.cli import place_or_fail
-from slurm_rl.inference.profile import ProfileError
+from slurm_rl.inference.profile import ProfileError, resolve
 
 
 def job_nodes(nodelist: str) -> tuple[str, ...]:
     """The job's node names in Slurm's order."""
-    from slurm_rl.slurm.runner import SubprocessRunner, check
+    from slurm_rl.slurm.hostlist import HostlistError, expand
 
-    out = check(SubprocessRunner().run(["scontrol", "show", "hostnames", nodelist]))
-    names = tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+    try:
+        names = expand(nodelist, cl.MAX_DEVICES)
+    except HostlistError as exc:
+        raise click.ClickException(f"the job's node list {nodelist!r}: {exc}") from None
     if not names:
-        raise click.ClickException(f"scontrol show hostnames {nodelist!r} named no node")
+        raise click.ClickException(f"the job's node list {nodelist!r} names no node")
     return names
 
 
 def job_comment(job_id: str) -> str:
-    """The job's comment as Slurm holds it (`squeue -o %k` prints it verbatim, spaces and all;
-    a comment never holds a newline)."""
-    from slurm_rl.slurm.runner import SubprocessRunner, check
+    """The job's comment as Slurm holds it."""
+    from slurm_rl.progress import ProgressError, read_job_comment
+    from slurm_rl.slurm.runner import SubprocessRunner
 
-    out = check(SubprocessRunner().run(["squeue", "-h", "-j", job_id, "-o", "%k"]))
-    lines = out.stdout.splitlines()
-    if not lines:
-        raise click.ClickException(f"job {job_id} is not in squeue; give MODEL")
-    return lines[0]
+    try:
+        return read_job_comment(SubprocessRunner(), job_id)
+    except ProgressError as exc:
+        raise click.ClickException(f"{exc}; give MODEL") from None
 
 
 def intent_model(job_id: str | None) -> str:
@@ -93,7 +94,7 @@ def plan_command(model: str | None, nodes: str | None, device_type: str, bandwid
         model = intent_model(os.environ.get("SLURM_JOB_ID"))
     names = job_nodes(nodelist)
     try:
-        prof = plan.resolve_model(model)
+        prof = resolve(model)
     except ProfileError as exc:
         raise click.BadParameter(str(exc), param_hint="MODEL") from None
     if cluster_file is not None:
