@@ -236,11 +236,9 @@ class DeadlinePolicy:
         urgent = [i for i, p in enumerate(plans) if p.job.user and p.sort[0] <= 2]
         if not urgent:
             return
-        users = {plans[i].job.user for i in urgent}
-        over = urgency.capped([(plans[i].job.user, plans[i].base) for i in urgent],
-                              urgency.held(snapshot, users, deadline_not_besteffort),
-                              urgency.budget(snapshot, self.urgent_share),
-                              {p.job.view.user for p in plans})
+        over = urgency.capped_in(snapshot, [(plans[i].job.user, plans[i].base) for i in urgent],
+                                 deadline_not_besteffort, self.urgent_share,
+                                 {p.job.view.user for p in plans})
         if not over:
             return
         for k in over:

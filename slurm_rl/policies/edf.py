@@ -49,11 +49,9 @@ class Edf:
         without = [j for j in jobs if deadline_of(j) is None]
         capped: set[int] = set()
         if any(map(_user, with_dl)):  # users to cap (none in traces without them)
-            users = {j.user for j in with_dl if j.user}
-            capped = set(urgency.capped([(j.user, j.gpus) for j in with_dl],
-                                        urgency.held(snapshot, users, urgency.has_deadline),
-                                        urgency.budget(snapshot, self.urgent_share),
-                                        set(map(_user, jobs))))
+            capped = set(urgency.capped_in(snapshot, [(j.user, j.gpus) for j in with_dl],
+                                           urgency.has_deadline, self.urgent_share,
+                                           set(map(_user, jobs))))
         ranked: list[tuple[JobView, str, int | None]] = []
         for j in [j for i, j in enumerate(with_dl) if i not in capped] if capped else with_dl:
             d = deadline_of(j)

@@ -93,6 +93,17 @@ def capped(ranked: Sequence[tuple[str, int]], held_now: dict[str, int], budget: 
     return out
 
 
+def capped_in(snapshot: ClusterSnapshot, ranked: Sequence[tuple[str, int]], urgent: Urgent,
+              share: float, waiting: Collection[str]) -> list[int]:
+    """`capped` for a policy's decision: what the user's running urgent jobs hold and the
+    budget are read from `snapshot` only when the cap can apply (two users waiting), so that a
+    decision it can not touch reads no running job."""
+    if len(waiting) < 2:
+        return []
+    users = {user for user, _ in ranked if user}
+    return capped(ranked, held(snapshot, users, urgent), budget(snapshot, share), waiting)
+
+
 def budget(snapshot: ClusterSnapshot, share: float) -> float:
     """Urgent GPUs one user may hold and ask for: `share` of the cluster's usable GPUs."""
     return share * snapshot.gpus_total
