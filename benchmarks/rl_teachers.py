@@ -27,7 +27,8 @@ import numpy as np
 from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobView
 from slurm_rl.gittins_table import TRAINING
 from slurm_rl.policies.ordering import managed_pending
-from slurm_rl.policies.rl import may_preempt, preempt_by_work, remaining_work
+from slurm_rl.policies.preemption import may_preempt
+from slurm_rl.policies.rl import preempt_by_work, remaining_work
 from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.rl.features import TEACHERS, FeatureConfig, teacher_column
 from slurm_rl.rl.train import read_scenarios

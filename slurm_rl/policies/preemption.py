@@ -219,7 +219,12 @@ def plan_by_level(
     return plan.result()
 
 
-def preemptable(snapshot: ClusterSnapshot) -> list[JobView]:
-    """Running jobs a policy may requeue: managed and plainly RUNNING (not completing,
+def may_preempt(job: JobView) -> bool:
+    """Whether a policy may requeue `job`: managed and plainly RUNNING (not completing,
     resizing or suspended)."""
-    return [j for j in snapshot.running if j.managed and j.state is JobState.RUNNING]
+    return job.managed and job.state is JobState.RUNNING
+
+
+def preemptable(snapshot: ClusterSnapshot) -> list[JobView]:
+    """The running jobs a policy may requeue (`may_preempt`)."""
+    return [j for j in snapshot.running if may_preempt(j)]

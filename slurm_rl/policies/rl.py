@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, Preempt, id_key
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, id_key
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.options import build
-from slurm_rl.policies.preemption import plan_preemptions
+from slurm_rl.policies.preemption import may_preempt, plan_preemptions
 from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features
 
 NAME = "rl"
@@ -51,11 +51,6 @@ def remaining_work(job: JobView, now: float) -> float | None:
     GPUs; None when it states nothing."""
     est = estimate_remaining(job, now)
     return None if est is None else est.seconds * max(job.gpus, 1)
-
-
-def may_preempt(job: JobView) -> bool:
-    """Managed, plainly RUNNING jobs (not completing, resizing or suspended)."""
-    return job.managed and job.state is JobState.RUNNING
 
 
 def preempt_by_work(snapshot: ClusterSnapshot, ranked: Sequence[JobView], margin: float,

@@ -37,8 +37,8 @@ import numpy.typing as npt
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_parts
-from slurm_rl.policies.preemption import plan_preemptions_by_prefix
-from slurm_rl.policies.rl import LearnedOrder, RLPolicyError, may_preempt
+from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
+from slurm_rl.policies.rl import LearnedOrder, RLPolicyError
 from slurm_rl.rl.features import decision_from_scores, features, running_rows, some_rows
 
 _Key = tuple[float, float | None, int]

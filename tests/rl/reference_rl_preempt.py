@@ -12,8 +12,8 @@ import numpy as np
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies.capacity import Capacity, job_parts
-from slurm_rl.policies.preemption import plan_preemptions
-from slurm_rl.policies.rl import LearnedOrder, may_preempt
+from slurm_rl.policies.preemption import may_preempt, plan_preemptions
+from slurm_rl.policies.rl import LearnedOrder
 from slurm_rl.rl.features import decision_from_scores, features, running_rows
 
 
