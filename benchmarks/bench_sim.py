@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import time
 from importlib import resources
 
 from slurm_rl import policies
 from slurm_rl.core import ClusterSnapshot, Decision
 from slurm_rl.sim import trace
+from slurm_rl.sim.cli import option_value
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.metrics import summary
@@ -43,14 +43,6 @@ class NullPolicy:
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         return Decision(policy=self.name)
-
-
-def _option_value(text: str) -> object:
-    """VALUE read as JSON if it parses (0.5, true, [1, 2]), else the string."""
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
 
 
 def build_trace(jobs: int) -> tuple[trace.TraceJob, ...]:
@@ -84,7 +76,7 @@ def main() -> None:
         key, eq, value = kv.partition("=")
         if not (sep and eq and name and key):
             ap.error(f"--policy-option {item!r}: expected NAME:KEY=VALUE")
-        options.setdefault(name, {})[key] = _option_value(value)
+        options.setdefault(name, {})[key] = option_value(value)
     t0 = time.perf_counter()
     jobs = build_trace(args.jobs)
     nodes = trace.nodes_for_load(jobs, args.load, args.gpus_per_node)

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobView
-from slurm_rl.gittins_table import TRAINING
+from slurm_rl.gittins_table import TRAINING_TRACES
 from slurm_rl.policies.ordering import managed_pending
 from slurm_rl.policies.preemption import may_preempt
 from slurm_rl.policies.rl import preempt_by_work, remaining_work
@@ -104,8 +104,8 @@ def main() -> None:
         scenarios = list(read_scenarios(TRAIN_TOML)[2])
         engine = None
     else:
-        scenarios = [Scenario(trace=f"data:itp-deadline-cluster{c}.csv", window="0:2000",
-                              load=load) for c in TRAINING for load in (0.8, 1.0)]
+        scenarios = [Scenario(trace=trace, window="0:2000", load=load)
+                     for trace in TRAINING_TRACES for load in (0.8, 1.0)]
         engine = EngineConfig(nodes=1, gpus_per_node=4, tick_s=60.0, restart_delay_s=30.0)
     pre = "est_work+preempt"
     jct: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}

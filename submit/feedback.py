@@ -39,10 +39,6 @@ DEFAULT_DB = "/var/lib/slurm-rl/slurm-rl.db"
 DEFAULT_INTERVAL_S = 10.0
 """The defaults of slurm_rl.config (a test keeps them equal)."""
 
-_USABLE = ("IDLE", "MIXED", "ALLOCATED", "COMPLETING", "PLANNED")
-_PENDING = ("PENDING", "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESV_DEL_HOLD")
-_RUNNING = ("RUNNING", "SUSPENDED", "COMPLETING", "CONFIGURING", "RESIZING", "SIGNALING",
-            "STAGE_OUT", "STOPPED")
 
 
 class Unavailable(Exception):
@@ -105,6 +101,11 @@ def read_snapshot(path: str, now: float, stale_after_s: float) -> Snapshot:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=0.2)
     except sqlite3.Error as exc:
         raise Unavailable(f"can't read the slurm-rl database {path}: {exc}") from None
+    from slurm_rl.states import JobState, NodeState  # (only here: ~1 ms of enum)
+
+    usable = tuple(s.value for s in NodeState if s.usable)
+    pending_states = tuple(s.value for s in JobState if s.is_pending)
+    running_states = tuple(s.value for s in JobState if s.is_running)
     try:
         at = con.execute("SELECT max(at) FROM decisions").fetchone()[0]
         if at is None:
@@ -112,15 +113,15 @@ def read_snapshot(path: str, now: float, stale_after_s: float) -> Snapshot:
         if now - at > stale_after_s:
             raise Unavailable(f"the slurm-rl daemon's last cycle was {_dur(now - at)} ago, so "
                               "its view of the queue is out of date")
-        q = ",".join("?" * len(_USABLE))
+        q = ",".join("?" * len(usable))
         total = con.execute(f"SELECT coalesce(sum(gpus_total), 0) FROM nodes WHERE state IN "
-                            f"({q}) AND last_seen_at >= ?", (*_USABLE, at - 1.0)).fetchone()[0]
+                            f"({q}) AND last_seen_at >= ?", (*usable, at - 1.0)).fetchone()[0]
         running = []
-        q = ",".join("?" * len(_RUNNING))
+        q = ",".join("?" * len(running_states))
         for start, limit, gpus, done, steps, rate, reported in con.execute(
                 "SELECT j.start_time, j.time_limit_s, j.gpus, p.steps_done, p.steps_total, "
                 "p.rate, p.reported_at FROM jobs j LEFT JOIN job_progress p USING (job_id) "
-                f"WHERE j.state IN ({q}) AND j.gpus > 0", _RUNNING):
+                f"WHERE j.state IN ({q}) AND j.gpus > 0", running_states):
             end = math.inf
             if start is not None and limit is not None:
                 end = start + limit
@@ -128,11 +129,11 @@ def read_snapshot(path: str, now: float, stale_after_s: float) -> Snapshot:
                 end = min(end, reported + max(0, steps - done) / rate)
             running.append((max(end, now), int(gpus)))
         pending = []
-        q = ",".join("?" * len(_PENDING))
+        q = ",".join("?" * len(pending_states))
         for deadline, klass, gpus, limit in con.execute(
                 "SELECT deadline, service_class, gpus, time_limit_s FROM jobs WHERE managed "
                 f"AND state IN ({q}) AND gpus > 0 AND (deadline IS NOT NULL OR "
-                "service_class = 'critical')", _PENDING):
+                "service_class = 'critical')", pending_states):
             key = -math.inf if klass == "critical" else float(deadline)
             pending.append((key, int(gpus), math.inf if limit is None else float(limit)))
     except sqlite3.Error as exc:

@@ -97,9 +97,6 @@ class SlurmOptions:
     """How long a task that Slurm says has ended may take to show its result file."""
 
 
-_TERMINAL_OK = JobState.COMPLETED
-
-
 def parse_squeue_states(text: str) -> dict[str, JobState]:
     """`squeue -h -r -t all -o %i|%T` output -> {"123_4": state}. Lines that do not parse
     (an unknown state, a combined "123_[5-9]" line) are left out: the task is then simply not
@@ -214,14 +211,6 @@ class SlurmRunner:
     def close(self) -> None:
         if self._created and not self._failed and not self.opts.keep:
             shutil.rmtree(self.opts.folder, ignore_errors=True)
-
-
-def make_runner(kind: ExecutorKind, workers: int, slurm: SlurmOptions | None) -> TaskRunner:
-    if kind is ExecutorKind.SLURM:
-        if slurm is None:
-            raise ValueError("the slurm executor needs SlurmOptions")
-        return SlurmRunner(slurm)
-    return LocalRunner(workers)
 
 
 _SLURM_FLAGS = ("slurm_partition", "slurm_folder", "slurm_job_name", "slurm_time_min",

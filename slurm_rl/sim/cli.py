@@ -45,7 +45,8 @@ def _check_trace(_ctx: click.Context, param: click.Parameter, value: str) -> str
     raise click.BadParameter(f"no such file: {value}{hint}", param=param)
 
 
-def _option_value(text: str) -> Any:
+def option_value(text: str) -> Any:
+    """A --policy-option VALUE: read as JSON if it parses (0.5, true, [1, 2]), else the string."""
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -112,7 +113,7 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         key, sep, value = item.partition("=")
         if not sep:
             raise click.UsageError(f"--policy-option wants KEY=VALUE, got {item!r}")
-        options[key.strip()] = _option_value(value)
+        options[key.strip()] = option_value(value)
     try:
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
         engine = EngineConfig(
