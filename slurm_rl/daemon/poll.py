@@ -31,7 +31,7 @@ from slurm_rl.slurm.parse import (
     quarantine,
 )
 from slurm_rl.slurm.predict import RateFit, update
-from slurm_rl.submit.intent import decode_comment
+from slurm_rl.submit.intent import DecodedComment, decode_comment
 
 RecordKey = tuple[str, str]
 """(field mark, the record's text without its record mark)."""
@@ -41,7 +41,8 @@ RecordKey = tuple[str, str]
 class _Entry:
     record: SqueueRecord
     view: JobView
-    user_comment: str
+    decoded: DecodedComment
+    """record.comment decoded (once per record)."""
     running: bool
     """record.state.is_running, looked up once (it is asked of every entry every poll)."""
 
@@ -100,7 +101,8 @@ class Poller:
                 elif old.running:
                     # attained GPU time moves with the clock; nothing stored does
                     entry = replace(old, view=job_view(old.record, now, self.adapter.scope,
-                                                       self._fits.get(old.record.job_id)))
+                                                       self._fits.get(old.record.job_id),
+                                                       old.decoded))
                 else:
                     entry = old
             except Exception as exc:  # noqa: BLE001 - one job must never stop the poll
@@ -115,7 +117,7 @@ class Poller:
             by_id[job_id] = entry.view
             if old is None:
                 changed[job_id] = entry.view
-                comments[job_id] = entry.user_comment
+                comments[job_id] = entry.decoded.user_comment
         if tail is not None:
             bad.append(framing.broken(tail, n_fields, cut_short=True))
         for job_id, keys in twice.items():  # Slurm printed one id twice: trust neither
@@ -142,8 +144,8 @@ class Poller:
             fit = update(fit, decoded.progress, record.start_time, record.gpus)
             if fit is not None:
                 self._fits[record.job_id] = fit
-        return _Entry(record=record, view=job_view(record, now, self.adapter.scope, fit),
-                      user_comment=decoded.user_comment, running=record.state.is_running)
+        return _Entry(record=record, view=job_view(record, now, self.adapter.scope, fit, decoded),
+                      decoded=decoded, running=record.state.is_running)
 
     def _mark_reported(self, jobs: list[Quarantined], nodes: tuple[Quarantined, ...]
                        ) -> tuple[tuple[Quarantined, ...], tuple[Quarantined, ...]]:

@@ -30,7 +30,7 @@ from slurm_rl.slurm import predict
 from slurm_rl.slurm.framing import Framing, Quarantined, one_line
 from slurm_rl.slurm.hostlist import HostlistError, expand
 from slurm_rl.slurm.predict import RateFit
-from slurm_rl.submit.intent import decode_comment
+from slurm_rl.submit.intent import DecodedComment, decode_comment
 
 # Slurm-written fields first; the ones users write (Name, Comment) last.
 SQUEUE_FIELDS = (
@@ -287,14 +287,17 @@ def parse_squeue(text: str, framing: Framing) -> SqueueParse:
 
 
 def job_view(record: SqueueRecord, now: float,
-             managed: Callable[[SqueueRecord, bool], bool], fit: RateFit | None = None
-             ) -> JobView:
+             managed: Callable[[SqueueRecord, bool], bool], fit: RateFit | None = None,
+             decoded: DecodedComment | None = None) -> JobView:
     """Interpret a record: decode the comment, predict remaining time from progress (with the
     rate fitted over the run's reports, `fit`, when the caller keeps one: slurm/predict.py).
 
-    `managed(record, has_intent)` is the daemon's scope rule.
+    `managed(record, has_intent)` is the daemon's scope rule; `decoded`: the record's comment
+    decoded already (the poller keeps it, so a running job's view is rebuilt at every poll
+    without decoding its comment again).
     """
-    decoded = decode_comment(record.comment)
+    if decoded is None:
+        decoded = decode_comment(record.comment)
     prog = decoded.progress
     running = record.state.is_running and record.start_time is not None
     remaining = predict.remaining(fit, prog, now=now, gpus=record.gpus,
