@@ -18,7 +18,6 @@ import io
 import os
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 import uuid
@@ -103,15 +102,7 @@ def build_daemon(client: Any, release: str, cache: Path) -> str:
     t0 = time.monotonic()
     context = {"Dockerfile": dockerfile, f"wheels/{wheel_name}": wheel_bytes}
     context.update({f"site-packages/{rel}": data for rel, data in libs.items()})
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in context.items():
-            member = tarfile.TarInfo(name)
-            member.size = len(data)
-            member.mode = 0o644
-            tar.addfile(member, io.BytesIO(data))
-    buf.seek(0)
-    docker_image.build_context(client, tag, buf)
+    docker_image.build_files(client, tag, context)
     docker_image.log(f"built {tag} in {time.monotonic() - t0:.1f}s")
     # Every change of the working tree makes a new daemon image: drop the older ones.
     import docker.errors

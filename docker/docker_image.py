@@ -175,7 +175,7 @@ def _finish_rootfs(root: Path, release: str, mirror: str) -> None:
                     f.unlink()
 
 
-def _build(client: Any, tag: str, files: dict[str, bytes]) -> None:
+def build_files(client: Any, tag: str, files: dict[str, bytes]) -> None:
     """docker build from an in-memory context (a tar of FILES, Dockerfile included)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
@@ -208,6 +208,6 @@ def build_node(client: Any, release: str, cache_dir: Path) -> str:
     tag = f"slurm-rl-node:{release}-{_hash(base, dockerfile, entry)}"
     if not has_image(client, tag):
         t0 = time.monotonic()
-        _build(client, tag, {"Dockerfile": dockerfile, "node-entrypoint.sh": entry})
+        build_files(client, tag, {"Dockerfile": dockerfile, "node-entrypoint.sh": entry})
         log(f"built {tag} in {time.monotonic() - t0:.1f}s")
     return tag
