@@ -55,12 +55,14 @@ def replace_job_id(text: str, job_id: str) -> str:
 
 
 def normalise(record: dict[str, str], job_id: str) -> dict[str, str]:
-    """Drop ids and times; write the job id in output paths as <id>; split the comment into the
+    """Drop ids and times; write the job id in output file names as <id> (not in their folders:
+    CI once ran job 438 under pytest's /tmp/pytest-of-root/pytest-438/); split the comment into the
     user's part (compared) and whether slurm-rl's intent is there (reported separately)."""
     out = {k: v for k, v in record.items() if k not in IGNORED}
     for key in JOB_ID_PATHS:
-        if key in out:
-            out[key] = replace_job_id(out[key], job_id)
+        if key in out:  # only in the file name (%j): a folder may hold the same digits
+            folder, sep, name = out[key].rpartition("/")
+            out[key] = folder + sep + replace_job_id(name, job_id)
     # no Comment line means no comment; a tagged comment without user text has an empty part
     out["Comment"] = decode_comment(out.get("Comment", "")).user_comment
     return out

@@ -31,3 +31,11 @@ def test_job_id_replaced_only_as_a_whole_number() -> None:
     assert replace_job_id("/w/slurm-429_4294967294.out", "429") == "/w/slurm-<id>_4294967294.out"
     assert replace_job_id("/w/slurm-4290.out 1429", "429") == "/w/slurm-4290.out 1429"
     assert replace_job_id("429", "429") == "<id>"
+
+
+def test_job_id_replaced_in_the_file_name_only() -> None:
+    """CI once ran job 438 with its output under pytest's /tmp/pytest-of-root/pytest-438/."""
+    rec = {"StdOut": "/tmp/pytest-438/t/out-438.txt", "StdErr": "/tmp/pytest-438/t/err-438.txt"}
+    norm = normalise(rec, "438")
+    assert norm["StdOut"] == "/tmp/pytest-438/t/out-<id>.txt"
+    assert norm["StdErr"] == "/tmp/pytest-438/t/err-<id>.txt"
