@@ -3,7 +3,7 @@
 `decision_from_scores` the training environment uses, so the simulator and the daemon decide as
 training did.
 
-Deterministic (the Gaussian's mean, under `torch.no_grad`). GPU counts unchanged. With
+Deterministic (the Gaussian's mean, evaluated in numpy: `rl/scorer.py`). GPU counts unchanged. With
 `preempt_margin` unset (None) it is order-only and stateless; set (a number >= 0), `new` builds
 the PREEMPTIVE form (`policies/rl_preempt.py`): running jobs the same network scores below a
 pending job that does not fit by more than the margin are requeued (`plan_preemptions`).
@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, id_key
 from slurm_rl.policies.capacity import Capacity
@@ -31,6 +32,7 @@ from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.options import build
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
 from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features
+from slurm_rl.rl.scorer import NumpyScorer
 
 NAME = "rl"
 
@@ -97,7 +99,7 @@ class LearnedOrder:
     name: str = field(default=NAME, init=False)
     checkpoint: str | None = None
     """Path of a checkpoint (`slurm-rl train --out`); None: the shipped one."""
-    _model: Any = field(init=False, repr=False, compare=False)
+    _net: NumpyScorer = field(init=False, repr=False, compare=False)
     _fcfg: FeatureConfig = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -109,26 +111,32 @@ class LearnedOrder:
 
             torch.set_num_threads(1)  # a 64-slot MLP: threads only add overhead
             net, _ = rl_model.load(path)
+            scorer = NumpyScorer.from_state(
+                {k: v.detach().numpy() for k, v in net.state_dict().items()},
+                net.cfg.job_features)
         except Exception as exc:  # noqa: BLE001 (any load failure is the same to the daemon)
             why = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise RLPolicyError(f"rl: checkpoint {path} does not load: {why}") from exc
-        object.__setattr__(self, "_model", net)
+        object.__setattr__(self, "_net", scorer)
         object.__setattr__(self, "_fcfg", FeatureConfig(max_jobs=net.cfg.max_jobs))
 
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        import torch
+    def scores(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
+               now: float) -> npt.NDArray[np.float64]:
+        """The network's scores of `rows` (rl/scorer.py); RLPolicyError if any is not
+        finite."""
+        s = self._net.scores(rows, cluster)
+        if not np.isfinite(s).all():
+            bad = int((~np.isfinite(s)).sum())
+            raise RLPolicyError(f"rl: the network returned a non-finite score at "
+                                f"t={now:.0f} ({bad} of {len(s)} jobs)")
+        return s
 
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
         f = features(snapshot, self._fcfg)
         n = len(f.shown_ids)
         if n == 0:
             return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
-        with torch.no_grad():
-            s = self._model.scores(torch.from_numpy(f.job_feats[:n]),
-                                   torch.from_numpy(f.cluster_feats)).numpy()
-        if not np.isfinite(s).all():
-            bad = int((~np.isfinite(s)).sum())
-            raise RLPolicyError(f"rl: the network returned a non-finite score at "
-                                f"t={snapshot.time:.0f} ({bad} of {n} jobs)")
+        s = self.scores(f.job_feats[:n], f.cluster_feats, snapshot.time)
         return decision_from_scores(snapshot, f.shown_ids, s, policy=self.name)
 
 

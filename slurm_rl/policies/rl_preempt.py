@@ -38,7 +38,7 @@ import numpy.typing as npt
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
-from slurm_rl.policies.rl import LearnedOrder, RLPolicyError
+from slurm_rl.policies.rl import LearnedOrder
 from slurm_rl.rl.features import decision_from_scores, features, running_rows, some_rows
 
 _Key = tuple[float, float | None, int]
@@ -152,24 +152,11 @@ class RLPreempting(LearnedOrder):
 
     # -- scoring -----------------------------------------------------------------------------
 
-    def _net(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
-             now: float) -> npt.NDArray[np.float64]:
-        import torch
-
-        with torch.no_grad():
-            s = self._model.scores(torch.from_numpy(rows),
-                                   torch.from_numpy(cluster)).numpy().astype(np.float64)
-        if not np.isfinite(s).all():
-            bad = int((~np.isfinite(s)).sum())
-            raise RLPolicyError(f"rl: the network returned a non-finite score at "
-                                f"t={now:.0f} ({bad} of {len(s)} jobs)")
-        return s
-
     def _rescore(self, snapshot: ClusterSnapshot, jobs: list[JobView],
                  cluster: npt.NDArray[np.float32]) -> None:
         """Score `jobs` (views of this snapshot) now and keep the scores."""
         if jobs:
-            s = self._net(running_rows(snapshot, jobs), cluster, snapshot.time)
+            s = self.scores(running_rows(snapshot, jobs), cluster, snapshot.time)
             now, memo, r = snapshot.time, self._memo, self.protect_run_s
             for v, x in zip(jobs, s.tolist(), strict=True):
                 if r is not None and v.start_time is not None and v.id not in memo.jobs:
@@ -237,7 +224,7 @@ class RLPreempting(LearnedOrder):
         if not shown:
             return False
         rows, cluster = some_rows(snapshot, shown, n_pending, pending_gpus, self._fcfg)
-        s = self._net(rows, cluster, snapshot.time)
+        s = self.scores(rows, cluster, snapshot.time)
         self._sync(snapshot, cluster)
         memo = self._memo
         if not memo.thr or not s.max() > memo.thr[0]:
@@ -255,7 +242,7 @@ class RLPreempting(LearnedOrder):
         n = len(f.shown_ids)
         if n == 0:
             return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
-        s = self._net(f.job_feats[:n], f.cluster_feats, snapshot.time)
+        s = self.scores(f.job_feats[:n], f.cluster_feats, snapshot.time)
         d = decision_from_scores(snapshot, f.shown_ids, s, policy=self.name)
         score = dict(zip(f.shown_ids, s.tolist(), strict=True))
         by_id = {j.id: j for j in snapshot.pending}

@@ -25,21 +25,17 @@ class StraightforwardRL(LearnedOrder):
         return may_preempt(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        import torch
-
         if not worth_deciding(snapshot):
             return Decision(policy=self.name)
         f = features(snapshot, self._fcfg)
         n = len(f.shown_ids)
         if n == 0:
             return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
-        net, cluster = self._model, torch.from_numpy(f.cluster_feats)
         stoppable = [v for v in snapshot.running if may_preempt(v)]
         rows = f.job_feats[:n]
         if stoppable:
             rows = np.concatenate([rows, running_rows(snapshot, stoppable)])
-        with torch.no_grad():
-            s = net.scores(torch.from_numpy(rows), cluster).numpy().astype(np.float64)
+        s = self.scores(rows, f.cluster_feats, snapshot.time)
         d = decision_from_scores(snapshot, f.shown_ids, s[:n], policy=self.name)
         if not stoppable:
             return d

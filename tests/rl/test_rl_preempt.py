@@ -25,7 +25,9 @@ from slurm_rl.core import (  # noqa: E402
     Progress,
 )
 from slurm_rl.policies.capabilities import OracleReading, Preempting  # noqa: E402
+from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
 from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
+from slurm_rl.rl import model as rl_model  # noqa: E402
 from slurm_rl.rl.features import (  # noqa: E402
     JOB_FEATURES,
     FeatureConfig,
@@ -88,7 +90,7 @@ def test_preempts_what_the_network_scores_below_the_pending_job() -> None:
     policy = policies.make("rl", preempt_margin=0.0)
     assert isinstance(policy, RLPreempting)
     s = _snap()
-    net = policy._model
+    net, _ = rl_model.load(default_checkpoint())  # torch's own forward, not the policy's
     f = features(s, FeatureConfig(max_jobs=net.cfg.max_jobs))
     with torch.no_grad():
         sp = float(net.scores(torch.from_numpy(f.job_feats[:1]),
