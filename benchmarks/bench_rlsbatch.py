@@ -2,7 +2,7 @@
 """Whole-process time of `rlsbatch --hold` vs `sbatch --hold` (a benchmark, not a test).
 
     SLURM_CONF=... .venv/bin/python benchmarks/bench_rlsbatch.py [-n 50] [--intent] [--gpus]
-        [--feedback]
+        [--feedback] [--deadline-only]
 
 Submits N held jobs with each command, alternating the two so that both see the same queue
 length (sbatch slows as the queue grows), after a few uncounted warm-up runs. Every job gets
@@ -11,6 +11,10 @@ command and the ratio of medians; also the bare start-up time of the interpreter
 under, which is most of the difference. With --feedback, also `rlsbatch --hold --rl-deadline +6h
 -t 60` against a database one `slurm-rl daemon --once` cycle has just written (SLURM_RL_DB), and
 what the feedback at submission (submit/feedback.py) adds to the median (target <= 50 ms).
+With --deadline-only, also `rlsbatch --hold --rl-deadline +6h --rl-model resnet50 --rl-steps
+1000` with no CPU request (submit/deadline_only.py: one sinfo call, the site's [sizing] key,
+the fewest GPUs predicted from that database) against `rlsbatch --hold -c 1` (the bench
+script asks for one CPU, so that the other commands are not deadline-only).
 
 The children run without PYTHONDONTWRITEBYTECODE, so rlsbatch's modules are byte-compiled once
 (as they are after any pip install) instead of on every start.
@@ -63,6 +67,10 @@ def main() -> int:
     ap.add_argument("--feedback", action="store_true",
                     help="also time --rl-deadline (the predicted start/finish from the daemon's "
                          "database) against the same command without it")
+    ap.add_argument("--deadline-only", action="store_true",
+                    help="also time a deadline and a model alone (held for the daemon to "
+                         "size) against a plain rlsbatch --hold -c 1 (implies --feedback's "
+                         "database)")
     args = ap.parse_args()
 
     rlsbatch = args.rlsbatch or str(Path(sys.executable).with_name("rlsbatch"))
@@ -82,7 +90,9 @@ def main() -> int:
                                      "python -c pass": []}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "bench.sh"
-        script.write_text("#!/bin/sh\n#SBATCH --time=1\n#SBATCH --comment=bench\ntrue\n")
+        # -c 1: a CPU request, so that a deadline without a GPU request is not the
+        # deadline-only form (that one is timed apart, --deadline-only)
+        script.write_text("#!/bin/sh\n#SBATCH --time=1 -c 1\n#SBATCH --comment=bench\ntrue\n")
         cmds = {
             "sbatch --hold": [sbatch, "--hold", "-J", name, "-o", "/dev/null", str(script)],
             "rlsbatch --hold": [rlsbatch, "--hold", *extra, "-J", name, "-o", "/dev/null",
@@ -90,7 +100,7 @@ def main() -> int:
             "python -c pass": [str(Path(rlsbatch).read_text().splitlines()[0][2:].strip()),
                                "-c", "pass"],
         }
-        if args.feedback:
+        if args.feedback or args.deadline_only:
             db = Path(tmp) / "daemon.db"
             daemon = subprocess.run(
                 [str(Path(rlsbatch).with_name("slurm-rl")), "daemon", "--once", "--dry-run",
@@ -99,6 +109,17 @@ def main() -> int:
             if daemon.returncode != 0:
                 raise SystemExit(f"slurm-rl daemon --once failed: {daemon.stderr.strip()}")
             env["SLURM_RL_DB"] = str(db)
+        if args.deadline_only:
+            bare = Path(tmp) / "bare.sh"
+            bare.write_text("#!/bin/sh\n#SBATCH --time=1\ntrue\n")
+            times["rlsbatch --hold -c 1"] = []
+            times["... deadline only"] = []
+            cmds["rlsbatch --hold -c 1"] = [rlsbatch, "--hold", "-J", name, "-o", "/dev/null",
+                                            "-c", "1", str(bare)]
+            cmds["... deadline only"] = [rlsbatch, "--hold", "-J", name, "-o", "/dev/null",
+                                         "--rl-deadline", "+6h", "--rl-model", "resnet50",
+                                         "--rl-steps", "1000", str(bare)]
+        if args.feedback:
             times["rlsbatch --hold -t 60"] = []
             times["... --rl-deadline +6h"] = []
             base = [rlsbatch, "--hold", *extra, "-J", name, "-o", "/dev/null", "-t", "60"]
@@ -133,6 +154,11 @@ def main() -> int:
                  - statistics.median(times["rlsbatch --hold -t 60"]))
         print(f"feedback at submission (--rl-deadline, daemon database) adds {added * 1000:.2f} "
               "ms to the median (target <= 50 ms)")
+    if args.deadline_only:
+        added = (statistics.median(times["... deadline only"])
+                 - statistics.median(times["rlsbatch --hold -c 1"]))
+        print(f"deadline only (sinfo, [sizing], the fewest GPUs from the daemon database) adds "
+              f"{added * 1000:.2f} ms to the median")
     return 0
 
 

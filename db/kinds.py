@@ -37,8 +37,8 @@ class EntryKind(enum.Enum):
 
 class ActionKind(enum.Enum):
     """One `scontrol` change the actuator makes (possibly for many jobs in one call). Only what
-    the actuator really does: it resizes running elastic jobs (daemon/resize.py) and preempts
-    none (docs/daemon.md)."""
+    the actuator really does: it resizes (daemon/resize.py) and preempts (daemon/preempt.py)
+    running elastic jobs only (docs/daemon.md)."""
 
     SITE_FACTOR = "site_factor"
     PRIORITY = "priority"
@@ -50,6 +50,15 @@ class ActionKind(enum.Enum):
     """A running elastic job is requeued held (`scontrol requeuehold`) to be resized."""
     RESIZE_RELEASE = "resize_release"
     """The requeued job gets its new GPU count and is released (daemon/resize.py)."""
+    PREEMPT_SIGNAL = "preempt_signal"
+    """A running elastic job is told to checkpoint before it is preempted (daemon/preempt.py)."""
+    PREEMPT_REQUEUE = "preempt_requeue"
+    """A running elastic job is requeued held (`scontrol requeuehold`) to be preempted."""
+    PREEMPT_RELEASE = "preempt_release"
+    """The preempted job is released to wait in the queue (`StartTime=now+1`, lowest rank)."""
+    SIZE_RELEASE = "size_release"
+    """A job submitted held for sizing (rlsbatch, a deadline and no GPU request) gets its GPU
+    count and CPUs and is released (daemon/sizing.py)."""
 
 
 class ActionStatus(enum.Enum):

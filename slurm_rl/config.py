@@ -174,12 +174,17 @@ def split_address(address: str) -> tuple[str, int]:
 
 @dataclass(frozen=True, kw_only=True)
 class ResizeConfig:
-    """Live resizes of running elastic jobs (daemon/resize.py, docs/daemon.md)."""
+    """Live resizes and preemptions of running elastic jobs (daemon/resize.py, preempt.py,
+    docs/daemon.md)."""
 
     enabled: bool = True
     """Apply a policy's resizes of running `--rl-elastic` jobs (false: record them only)."""
+    preempt: bool = True
+    """Apply a policy's preemptions of running `--rl-elastic` jobs: requeue, without a GPU
+    change (daemon/preempt.py; false: record them only). Other jobs are never preempted."""
     max_per_hour: int = 2
-    """The most restarts by resize one job gets in an hour (0..60; 0: never resize)."""
+    """The most restarts one job gets in an hour, by resize and preemption together (0..60;
+    0: never restart a running job)."""
     grace_s: float = 60.0
     """Seconds between the checkpoint signal and the requeue (0..3600; 0: no signal)."""
     signal: str = "USR1"
@@ -207,6 +212,27 @@ class ResizeConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SizingConfig:
+    """Jobs submitted with a deadline and no GPU or CPU request (`rlsbatch --rl-deadline +6h
+    --rl-model NAME job.sh`): rlsbatch submits them held, the daemon picks their GPUs and
+    CPUs and releases them (daemon/sizing.py, docs/rlsbatch.md)."""
+
+    max_gpus: int = 8
+    """The most GPUs such a job is given (1..4096); never more than its partition allows."""
+    cpus_per_gpu: int = 0
+    """CPUs given with each GPU (0..1024; 0: a node's CPUs shared evenly over its GPUs)."""
+    max_wait_cycles: int = 3
+    """Cycles the daemon tries to size such a job before releasing it at 1 GPU (1..1000)."""
+
+    def __post_init__(self) -> None:
+        for key, value, low, high in (("max_gpus", self.max_gpus, 1, 4096),
+                                      ("cpus_per_gpu", self.cpus_per_gpu, 0, 1024),
+                                      ("max_wait_cycles", self.max_wait_cycles, 1, 1000)):
+            if not low <= value <= high:
+                raise ConfigError(f"sizing.{key}: must be {low}..{high} (got {value})")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
@@ -214,6 +240,7 @@ class Config:
     trust: TrustConfig = field(default_factory=TrustConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     resize: ResizeConfig = field(default_factory=ResizeConfig)
+    sizing: SizingConfig = field(default_factory=SizingConfig)
     source: Path | None = None
     """The file this was read from (None: defaults only). Not a section."""
 

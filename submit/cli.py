@@ -35,12 +35,13 @@ class Submission:
     it (--rl-dry-run). Not a dataclass: rlsbatch imports nothing it can avoid (start-up)."""
 
     __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name",
-                 "force", "gpus", "time_limit")
+                 "force", "gpus", "time_limit", "sized")
 
     def __init__(self, argv: list[str], *, stdin: bytes | None = None,
                  intent: IntentValues | None = None, comment: str | None = None,
                  dry_run: bool = False, show_help: bool = False, script_name: str = "",
-                 force: bool = False, gpus: int = 0, time_limit: str | None = None) -> None:
+                 force: bool = False, gpus: int = 0, time_limit: str | None = None,
+                 sized: int = 0) -> None:
         self.argv = argv
         self.stdin = stdin
         self.intent = intent
@@ -55,6 +56,9 @@ class Submission:
         """The GPUs the job starts with (only worked out for a job with a deadline)."""
         self.time_limit = time_limit
         """Its -t/--time value, if any (same)."""
+        self.sized = sized
+        """Deadline only (deadline_only.py): submitted held for the daemon to size, with this
+        many GPUs at most; 0 otherwise."""
 
 
 def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
@@ -90,11 +94,23 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
     flags = [(o.name, o.value, o.where) for o in directives.rl.rl + scan.rl]
     intent = build_intent(flags, now)
     added: list[str] = []
+    sized = 0
     if intent.gpus_min is not None and intent.gpus_max is not None:
         from slurm_rl.submit.gpus import plan_gpus  # only GPU ranges pay for the sinfo call
 
         added = plan_gpus(intent.gpus_min, intent.gpus_max, scan.sbatch, env,
                           directives.sbatch.sbatch, query or _sinfo_query)
+    elif intent.deadline is not None:
+        from slurm_rl.submit import deadline_only
+
+        if deadline_only.applies(True, False, intent.inference is not None, scan.sbatch, env,
+                                 directives.sbatch.sbatch):
+            if intent.model is None:
+                raise UsageError(deadline_only.NO_MODEL)
+            intent.gpus_min, intent.gpus_max = deadline_only.gpu_range(
+                scan.sbatch, env, directives.sbatch.sbatch, query or _sinfo_query)
+            sized = intent.gpus_max
+            added = ["--hold"]  # released by the daemon once sized (daemon/sizing.py)
     if intent.elastic:
         _check_requeueable(scan, env, directives)
 
@@ -114,7 +130,8 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
         said = effective("time", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_TIMELIMIT")
         limit = said.value if said else None
     return Submission(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
-                      script_name=script_name, force=force, gpus=gpus, time_limit=limit)
+                      script_name=script_name, force=force, gpus=gpus, time_limit=limit,
+                      sized=sized)
 
 
 def _read_script(scan: Scan, read_stdin: Callable[[], bytes]
@@ -227,10 +244,18 @@ def _feedback(sub: Submission) -> str | None:
 
     intent = sub.intent
     assert intent is not None and intent.deadline is not None
-    lines, refusal = assess(
-        deadline=intent.deadline, hard=intent.hard, gpus=sub.gpus,
-        time_limit_s=parse_time_limit(sub.time_limit), total_steps=intent.total_steps,
-        model=intent.model, batch_size=intent.batch_size, now=time.time(), force=sub.force)
+    if sub.sized:
+        from slurm_rl.submit.deadline_only import feedback
+
+        lines, refusal = feedback(
+            deadline=intent.deadline, hard=intent.hard, max_gpus=sub.sized,
+            time_limit_s=parse_time_limit(sub.time_limit), total_steps=intent.total_steps,
+            model=intent.model, batch_size=intent.batch_size, now=time.time(), force=sub.force)
+    else:
+        lines, refusal = assess(
+            deadline=intent.deadline, hard=intent.hard, gpus=sub.gpus,
+            time_limit_s=parse_time_limit(sub.time_limit), total_steps=intent.total_steps,
+            model=intent.model, batch_size=intent.batch_size, now=time.time(), force=sub.force)
     for line in lines:
         sys.stderr.write(line + "\n")
     return refusal

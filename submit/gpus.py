@@ -105,6 +105,27 @@ def parse_sinfo(text: str) -> PartitionGpus:
     return out
 
 
+def partition_gpus(flag: str, cmdline: list[Opt], env: Mapping[str, str], script: list[Opt],
+                   query: Callable[[], PartitionGpus]) -> tuple[str, int, int]:
+    """(partition name(s), total GPUs, most GPUs on one node) of the partition the job asks
+    for (-p, $SBATCH_PARTITION, #SBATCH -p; the largest of several), else the default one;
+    UsageError naming `flag` when there is none such."""
+    parts = query()
+    part_opt = effective("partition", cmdline, env, script, "SBATCH_PARTITION")
+    if part_opt and part_opt.value:
+        names = [p for p in part_opt.value.split(",") if p]
+        missing = [p for p in names if p not in parts]
+        if missing:
+            raise UsageError(f"{flag}: sinfo shows no partition {missing[0]!r}")
+    else:
+        names = [p for p, (default, _, _) in parts.items() if default]
+        if not names:
+            raise UsageError(f"{flag}: there is no default partition; give --partition")
+    total = max(parts[p][1] for p in names)
+    per_node = max(parts[p][2] for p in names)
+    return ",".join(names), total, per_node
+
+
 def plan_gpus(
     gpus_min: int,
     gpus_max: int,
@@ -123,20 +144,7 @@ def plan_gpus(
             requests.remove(gres)  # --gres=nic:1 and the like ask for no GPU
     nodes_opt = effective("nodes", cmdline, env, script)
     nodes = min_nodes(nodes_opt.value or "") if nodes_opt else None
-    parts = query()
-    part_opt = effective("partition", cmdline, env, script, "SBATCH_PARTITION")
-    if part_opt and part_opt.value:
-        names = [p for p in part_opt.value.split(",") if p]
-        missing = [p for p in names if p not in parts]
-        if missing:
-            raise UsageError(f"--rl-gpus: sinfo shows no partition {missing[0]!r}")
-    else:
-        names = [p for p, (default, _, _) in parts.items() if default]
-        if not names:
-            raise UsageError("--rl-gpus: there is no default partition; give --partition")
-    total = max(parts[p][1] for p in names)
-    per_node = max(parts[p][2] for p in names)
-    where = ",".join(names)
+    where, total, per_node = partition_gpus("--rl-gpus", cmdline, env, script, query)
     if gpus_max > total:
         raise UsageError(
             f"--rl-gpus: {gpus_min}-{gpus_max}: partition {where} has only {total} GPUs"

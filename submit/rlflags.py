@@ -42,12 +42,14 @@ rlsbatch options (everything else is sbatch's; see sbatch --help):
   --rl-deadline=WHEN   when the job should be done: ISO 8601 (2026-12-01T18:00, zone
                        optional, local time if none) or relative (+6h, +90m, +1d2h, +3600s);
                        at most 10 years ahead. Not sbatch's --deadline (Slurm removes the job).
+                       With --rl-model and no GPU or CPU request: submitted held, and the
+                       slurm-rl daemon picks its GPUs and CPUs, then releases it.
   --rl-hard            the job is worthless after its deadline (default: soft)
   --rl-soft            the job is still worth finishing late (the default)
   --rl-class=CLASS     critical | standard (default) | besteffort. Not sbatch's --qos.
   --rl-gpus=MIN-MAX    total GPUs the job can run with (or N); without --gres/--gpus the job
                        starts with MIN (as --gres=gpu:K on enough nodes)
-  --rl-elastic         may be resized while running (requeued; must checkpoint)
+  --rl-elastic         may be resized or preempted while running (requeued; must checkpoint)
   --rl-steps=N         total training steps (for progress-based time prediction)
   --rl-model=NAME      model name (letters, digits, '_', '.', '-'; at most 40)
   --rl-batch-size=N    global batch size

@@ -109,7 +109,7 @@ def test_an_unknown_key_is_named_with_the_valid_ones() -> None:
 def test_an_unknown_section_is_named_with_the_valid_ones() -> None:
     message = error("[deamon]\ninterval_s = 3\n")
     assert message == ("unknown section [deamon] (valid sections: agent, daemon, database, "
-                       "metrics, resize, trust)")
+                       "metrics, resize, sizing, trust)")
 
 
 def test_a_key_outside_any_section_is_refused() -> None:

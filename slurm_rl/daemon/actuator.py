@@ -29,13 +29,13 @@ MAX_IDS_PER_COMMAND = 1000
 """Job ids per `update` line (a line of 1000 ids is ~8 kB; scontrol took 3000 in a test)."""
 
 NOT_APPLIED: Mapping[EntryKind, str] = {
-    EntryKind.RESIZE: "not applied: the daemon does not resize running jobs",
-    EntryKind.PREEMPT: "not applied: the daemon does not preempt running jobs",
+    EntryKind.RESIZE: "not applied: a dry run resizes no running job",
+    EntryKind.PREEMPT: "not applied: a dry run preempts no running job",
 }
-"""Why a Decision's resizes and preemptions stay on paper: the actuator applies the order of
-pending jobs and their GPU counts; resizes of running elastic jobs go through daemon/resize.py
-(not in dry runs), and nothing preempts (docs/daemon.md). Shown as skip reasons, in the cycle's
-notes and by `slurm-rl explain`."""
+"""Why a Decision's resizes and preemptions stay on paper here: the actuator applies the order
+of pending jobs and their GPU counts; resizes and preemptions of running jobs that opted in
+(`--rl-elastic`) go through daemon/resize.py and daemon/preempt.py, which say why they skip
+one — never in a dry run (docs/daemon.md). Shown as skip reasons and in the cycle's notes."""
 
 
 def action_kind(mode: Actuation) -> ActionKind:
@@ -149,7 +149,7 @@ class ChangePlan:
         if not (resizes or preempts):
             return None
         return (f"not applied: {resizes} resize(s) and {preempts} preemption(s) of running "
-                "jobs (the daemon applies the order and GPU counts of pending jobs only)")
+                "jobs (a dry run applies none)")
 
 
 def gpu_request(total: int, node_cap: int) -> tuple[int, int] | None:
@@ -177,6 +177,7 @@ def plan_changes(
     limits: Mapping[str, PartitionLimits] | None = None,
     assoc: AssocLimits | None = None,
     resizes_applied: bool = False,
+    preemptions_applied: bool = False,
 ) -> ChangePlan:
     """The fewest changes that make Slurm reflect `decision`.
 
@@ -184,8 +185,8 @@ def plan_changes(
     that finished DONE; 22.05 shows SiteFactor nowhere for held or not-yet-eligible jobs). In
     strict mode the job's priority comes from the snapshot. Only managed pending jobs are
     touched; everything else in the decision is listed in `skipped` with the reason (resizes
-    and preemptions always: `NOT_APPLIED`; resizes not when `resizes_applied`, since
-    daemon/resize.py applies them). Jobs in
+    and preemptions: `NOT_APPLIED`, unless `resizes_applied` / `preemptions_applied`, since
+    daemon/resize.py and daemon/preempt.py apply them, with their own reasons). Jobs in
     `gpus_per_job` asked for GPUs per job (--gpus): their GPU count is left alone, since
     TresPerNode would add a second, conflicting request.
 
@@ -246,7 +247,7 @@ def plan_changes(
     for resize in () if resizes_applied else decision.resizes:
         skipped.append(Skip(job_id=resize.job_id, why=NOT_APPLIED[EntryKind.RESIZE],
                             entry=EntryKind.RESIZE))
-    for pre in decision.preemptions:
+    for pre in () if preemptions_applied else decision.preemptions:
         skipped.append(Skip(job_id=pre.job_id, why=NOT_APPLIED[EntryKind.PREEMPT],
                             entry=EntryKind.PREEMPT))
 

@@ -16,7 +16,6 @@ from slurm_rl.config import ConfigError, load_config
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path))
 def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None:
     """Why JOB_ID is where it is: the latest decision for it and every action taken."""
-    from slurm_rl.daemon.actuator import NOT_APPLIED
     from slurm_rl.daemon.store import explain_job
     from slurm_rl.db.engine import make_engine, make_session_factory
     from slurm_rl.db.kinds import EntryKind
@@ -64,8 +63,9 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
             what = f"rank {e.rank}{gpus}"
         elif e.kind is EntryKind.RESIZE:  # applied by daemon/resize.py when allowed: actions
             what = f"resize{gpus} (applied when it pays and is allowed: see the actions)"
-        else:  # a preemption of a running job: recorded, never applied
-            what = f"{e.kind.value}{gpus} ({NOT_APPLIED[e.kind]})"
+        else:  # applied by daemon/preempt.py to jobs that opted in: actions
+            what = (f"{e.kind.value}{gpus} (applied to a job that opted in to restarts "
+                    "(--rl-elastic) when allowed: see the actions)")
         click.echo(f"decision at {_ts(e.at)} by {e.policy}{dry} (cycle {e.cycle_id}): "
                    f"{what}\n  reason: {e.reason}")
     if not info.actions:

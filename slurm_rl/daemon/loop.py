@@ -26,7 +26,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from slurm_rl.config import Actuation, ResizeConfig
+from slurm_rl.config import Actuation, ResizeConfig, SizingConfig
 from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
@@ -39,9 +39,11 @@ from slurm_rl.daemon.actuator import (
 )
 from slurm_rl.daemon.gate import Gate
 from slurm_rl.daemon.poll import Polled, Poller
+from slurm_rl.daemon.preempt import Preempter
 from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
 from slurm_rl.daemon.resize import Resizer
 from slurm_rl.daemon.service import LoopHooks
+from slurm_rl.daemon.sizing import Sizer
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
@@ -82,7 +84,9 @@ class DaemonOptions:
     grants: Grants = field(default_factory=Grants)
     """[trust]: what the site grants (classes, deadline horizon)."""
     resize: ResizeConfig = field(default_factory=ResizeConfig)
-    """[resize]: live resizes of running elastic jobs (resize.py)."""
+    """[resize]: live resizes and preemptions of running elastic jobs (resize.py, preempt.py)."""
+    sizing: SizingConfig = field(default_factory=SizingConfig)
+    """[sizing]: deadline-only jobs, sized and released by the daemon (sizing.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -120,7 +124,10 @@ class Daemon:
         self._overrides: dict[JobId, Intent | None] = {}
         self.gate = Gate(adapter, self.options.grants)
         self.resizer = Resizer(executor.runner, self.options.resize, clock=clock, top=(
-            update_field(self.options.actuation), self.options.scale.top))
+            update_field(self.options.actuation), self.options.scale.top),
+            bottom=self.options.scale.floor)  # its commands and recovery serve preemptions too
+        self.preempter = Preempter(self.resizer, enabled=self.options.resize.preempt)
+        self.sizer = Sizer(executor.runner, self.options.sizing, clock=clock)
         self._cycle_id: int | None = None
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
@@ -148,17 +155,21 @@ class Daemon:
             # What the policy may believe: first intents only, as the site allows (gate.py).
             admitted = self.gate.admit(session, polled, self._overrides, now)
             session.commit()
-            snapshot = build_snapshot(now, admitted.jobs, polled.nodes)
+            snapshot = self.resizer.annotate(  # restarts Slurm does not show (restart.py)
+                session, build_snapshot(now, admitted.jobs, polled.nodes))
             reconciled = self._reconcile(session, snapshot, cycle_id)
             if self._known is None or reconciled:
                 self._known = known_site_factors(session)
             t2 = time.perf_counter()
 
-            decision = self.policy.decide(snapshot)
-            plan = plan_changes(decision, snapshot, mode=self.options.actuation,
+            waiting = self.sizer.awaiting(session, polled, snapshot)  # sizing.py's jobs
+            decision = self.policy.decide(self.sizer.unheld(snapshot, waiting))
+            plan = plan_changes(self.sizer.withheld(decision, waiting), snapshot,
+                                mode=self.options.actuation,
                                 scale=self.options.scale, known_values=self._known,
                                 gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
-                                assoc=admitted.assoc, resizes_applied=not self.options.dry_run)
+                                assoc=admitted.assoc, resizes_applied=not self.options.dry_run,
+                                preemptions_applied=not self.options.dry_run)
             t3 = time.perf_counter()
             stored = self._record_decision(session, decision, cycle_id, now)
             session.commit()
@@ -185,6 +196,13 @@ class Daemon:
             resized = [] if self.options.dry_run else self.resizer.step(
                 session, decision.resizes, snapshot, limits=admitted.limits,
                 assoc=admitted.assoc, cycle_id=cycle_id, decision_id=stored[0]).notes()
+            resized += [] if self.options.dry_run else self.preempter.step(
+                session, decision.preemptions, snapshot, cycle_id=cycle_id,
+                decision_id=stored[0]).notes()
+            sizing = self.sizer.plan(decision, waiting, snapshot, limits=admitted.limits,
+                                     assoc=admitted.assoc)
+            resized += sizing.notes() if self.options.dry_run else self.sizer.apply(
+                session, sizing, snapshot.jobs, cycle_id=cycle_id, decision_id=stored[0])
             set_notes(session, stored[0],
                       [*decision.notes, *plan_notes(plan, report), *resized])
             session.commit()

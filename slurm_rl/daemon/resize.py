@@ -19,31 +19,28 @@ second (ctime <= T) is refused, and slurmctld then kills the job ("Killing non-s
 JobId=…: Job credential revoked"). Slurm's own guard is a begin time ~120 s ahead after a
 requeue; `now+1` is the shortest begin time that keeps every new credential after T.
 Every command is an action in the database (PLANNED before, DONE/FAILED after); a job left
-held by an interrupted resize is released by the next daemon (`Resizer.recover`).
+held by an interrupted resize is released by the next daemon (`Sequencer.recover`). The
+commands, the action log and the per-hour cap (shared with preemptions, preempt.py) are in
+restart.py.
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Table, select
 from sqlalchemy.orm import Session
 
 from slurm_rl.config import ResizeConfig
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, Resize
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
 from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
-from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
-from slurm_rl.db.kinds import ActionKind, ActionStatus
-from slurm_rl.db.models import Action, ActionJob
+from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
+from slurm_rl.daemon.restart import release_lines as _release_lines
+from slurm_rl.db.kinds import ActionKind
 from slurm_rl.policies.estimates import estimate_remaining, remaining_at
-from slurm_rl.slurm.runner import CommandResult, InputRunner
 
-_actions = Action.__table__
-_action_jobs = ActionJob.__table__
-assert isinstance(_actions, Table) and isinstance(_action_jobs, Table)
 
 @dataclass(frozen=True, kw_only=True)
 class Verdict:
@@ -61,7 +58,8 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
           limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
           node_free: Sequence[int], recent: int) -> Verdict:
     """Pure: may `resize` be applied to `job` now? `node_free`: free GPUs on each usable node
-    of the job's partition; `recent`: its restarts by resize in the last hour."""
+    of the job's partition; `recent`: its restarts (by resize or preemption) in the last
+    hour."""
     def no(why: str) -> Verdict:
         return Verdict(job_id=resize.job_id, gpus=resize.gpus, why=why)
 
@@ -95,8 +93,8 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
         return no(f"does not fit now: {resize.gpus} GPUs need {nodes} node(s) with {per_node} "
                   "free GPUs besides its own")
     if recent >= settings.max_per_hour:
-        return no(f"resized {recent} times in the last hour (max_per_hour "
-                  f"{settings.max_per_hour})")
+        return no(f"restarted {recent} times in the last hour (max_per_hour "
+                  f"{settings.max_per_hour}, resizes and preemptions together)")
     est = estimate_remaining(job, now)
     if est is None:
         return no("no prediction of its remaining time")
@@ -117,17 +115,8 @@ def release_lines(v: Verdict, nodes_now: int, top: tuple[str, int] | None = None
                   ) -> tuple[str, ...]:
     """scontrol stdin lines that give a held, requeued job its new count and release it.
     `top`: ("SiteFactor" or "Priority", the daemon's rank-0 value), so that the job restarts
-    ahead of the queue, as the simulator models a resize (Slurm refuses Priority= on a held
-    job: that one goes after the release)."""
-    fields = f"TresPerNode=gres:gpu:{v.per_node}"
-    if v.nodes != nodes_now:
-        fields += f" NumNodes={v.nodes}"
-    if top is not None and top[0] == "SiteFactor":
-        fields += f" SiteFactor={top[1]}"
-    lines = [f"update JobId={v.job_id} {fields} StartTime=now+1", f"release {v.job_id}"]
-    if top is not None and top[0] == "Priority":
-        lines.append(f"update JobId={v.job_id} Priority={top[1]}")
-    return tuple(lines)
+    ahead of the queue, as the simulator models a resize (restart.release_lines)."""
+    return _release_lines(v.job_id, gpu_fields(v.per_node, v.nodes, nodes_now), top)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,23 +143,13 @@ class ResizeReport:
         return out
 
 
-class Resizer:
-    """Carries resizes across cycles (in memory; the action log makes them crash-safe)."""
+class Resizer(Sequencer):
+    """Carries resizes across cycles (in memory; the action log makes them crash-safe). Its
+    Sequencer (the commands, recovery) is shared with the daemon's Preempter."""
 
-    def __init__(self, runner: InputRunner, settings: ResizeConfig | None = None, *,
-                 clock: Callable[[], float] = time.time,
-                 sleep: Callable[[float], None] = time.sleep,
-                 top: tuple[str, int] | None = None) -> None:
-        self.runner = runner
-        self.top = top
-        """Where a restarted job goes in the queue: `release_lines`."""
-        self.settings = settings or ResizeConfig()
-        self.clock = clock
-        self.sleep = sleep
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.in_flight: dict[JobId, InFlight] = {}
-        self.recover_due = True
-        """Look for jobs an earlier resize left held: at start, and after a requeue that was
-        not PENDING within `wait_pending_s`."""
 
     def step(self, session: Session, resizes: Sequence[Resize], snapshot: ClusterSnapshot, *,
              limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
@@ -188,7 +167,7 @@ class Resizer:
             self.recover_due = False
             resized += self.recover(session, snapshot, cycle_id)
         free = _free_by_partition(snapshot)  # taken by each grow carried out this cycle
-        recent = recent_resizes(session, list(wanted), since=now - 3600.0)
+        recent = recent_restarts(session, list(wanted), since=now - 3600.0)
         # Resizes under way: dropped if the policy changed its mind or the job moved on.
         for job_id, fl in list(self.in_flight.items()):
             job, want = jobs.get(job_id), wanted.get(job_id)
@@ -228,10 +207,8 @@ class Resizer:
                 continue
             _take(free.get(job.partition, []), v, job)
             if s.grace_s > 0:
-                argv = ("scancel", f"--signal={s.signal}", "--full", job.id)
-                ok = self._run_logged(session, ActionKind.RESIZE_SIGNAL, job.id, argv, None,
-                                      cycle_id, decision_id)
-                if ok:
+                if self.signal(session, ActionKind.RESIZE_SIGNAL, job.id, cycle_id,
+                               decision_id):
                     self.in_flight[job.id] = InFlight(verdict=v, since=now)
                     signalled += 1
                 else:
@@ -246,70 +223,10 @@ class Resizer:
     def _restart(self, session: Session, v: Verdict, job: JobView, cycle_id: int,
                  decision_id: int | None) -> bool:
         """requeuehold → wait for PENDING → update + release (StartTime=now+1)."""
-        if not self._run_logged(session, ActionKind.REQUEUE_HOLD, job.id,
-                                ("scontrol", "requeuehold", job.id), None, cycle_id,
-                                decision_id):
+        if not self.requeue_held(session, ActionKind.REQUEUE_HOLD, job, cycle_id, decision_id):
             return False
-        if not self._wait_pending(job.id):
-            # Not requeued yet: `recover` releases it next cycle (its REQUEUE_HOLD is DONE).
-            self.recover_due = True
-            return False
-        return self.release(session, v, job.nodes, cycle_id, decision_id)
-
-    def release(self, session: Session, v: Verdict, nodes_now: int, cycle_id: int,
-                decision_id: int | None) -> bool:
-        lines = release_lines(v, nodes_now, self.top)
-        ok = self._run_logged(session, ActionKind.RESIZE_RELEASE, v.job_id,
-                              ("scontrol", *" ; ".join(lines).split(" ")),
-                              "".join(line + "\n" for line in lines), cycle_id, decision_id)
-        self.recover_due |= not ok  # still held: tried again next cycle
-        return ok
-
-    def recover(self, session: Session, snapshot: ClusterSnapshot, cycle_id: int) -> int:
-        """Release jobs that a resize left held (requeuehold done, no release after it): a
-        crash, or a job that took longer than `wait_pending_s` to be requeued."""
-        jobs = {j.id: j for j in snapshot.jobs}
-        count = 0
-        for job_id in held_by_resize(session):
-            job = jobs.get(job_id)
-            # Slurm 22.05 shows such a job PENDING with the reason "job requeued in held
-            # state" (not JobHeldAdmin, so JobView.held is False): pending is what counts.
-            if job is None or not job.state.is_pending:
-                continue
-            per_node = max(1, job.gpus // max(1, job.nodes))
-            v = Verdict(job_id=job_id, gpus=job.gpus, per_node=per_node, nodes=job.nodes)
-            count += self.release(session, v, job.nodes, cycle_id, None)
-        return count
-
-    def _wait_pending(self, job_id: JobId) -> bool:
-        deadline = self.clock() + self.settings.wait_pending_s
-        while True:
-            out = self.runner.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
-            if out.ok and out.stdout.strip() == "PENDING":
-                return True
-            if self.clock() >= deadline:
-                return False
-            self.sleep(0.2)
-
-    def _run_logged(self, session: Session, kind: ActionKind, job_id: JobId,
-                    argv: tuple[str, ...], stdin: str | None, cycle_id: int,
-                    decision_id: int | None) -> bool:
-        ids = plan_actions(session, [ActionSpec(kind=kind, job_ids=(job_id,), argv=argv,
-                                                cycle_id=cycle_id, decision_id=decision_id)],
-                           at=self.clock())
-        result: CommandResult
-        if stdin is not None:
-            result = self.runner.run(["scontrol"], input=stdin)
-        else:
-            result = self.runner.run(list(argv))
-        # scontrol reading stdin exits 0 even when a line fails: its stderr says so.
-        ok = result.ok and not result.stderr.strip()
-        finish_actions(session, [ActionOutcome(
-            action_id=ids[0], exit_code=result.returncode,
-            # scontrol echoes each stdin line as a prompt on stdout: only stderr says anything.
-            output=(result.stderr if stdin is not None else result.stdout + result.stderr).strip(),
-            status=ActionStatus.DONE if ok else ActionStatus.FAILED)], at=self.clock())
-        return ok
+        return self.release(session, ActionKind.REQUEUE_HOLD, v.job_id,
+                            gpu_fields(v.per_node, v.nodes, job.nodes), cycle_id, decision_id)
 
 
 def _free_by_partition(snapshot: ClusterSnapshot) -> dict[str, list[int]]:
@@ -329,37 +246,3 @@ def _take(node_free: list[int], v: Verdict, job: JobView) -> None:
                      key=lambda i: node_free[i])[:v.nodes]
     for i in fitting:
         node_free[i] -= v.per_node
-
-
-def recent_resizes(session: Session, job_ids: Sequence[JobId], *, since: float
-                   ) -> dict[JobId, int]:
-    """Requeues by resize per job since `since` (the per-hour cap survives restarts)."""
-    if not job_ids:
-        return {}
-    rows = session.execute(
-        select(_action_jobs.c.job_id, _actions.c.id)
-        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
-        .where(_actions.c.kind == ActionKind.REQUEUE_HOLD, _actions.c.started_at >= since,
-               _action_jobs.c.job_id.in_(list(job_ids)))
-    ).all()
-    out: dict[JobId, int] = {}
-    for job_id, _ in rows:
-        out[JobId(job_id)] = out.get(JobId(job_id), 0) + 1
-    return out
-
-
-def held_by_resize(session: Session) -> list[JobId]:
-    """Jobs whose latest resize step was a successful requeuehold (no release after it)."""
-    rows = session.execute(
-        select(_action_jobs.c.job_id, _actions.c.kind, _actions.c.status)
-        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
-        .where(_actions.c.kind.in_([ActionKind.REQUEUE_HOLD, ActionKind.RESIZE_RELEASE]))
-        .order_by(_actions.c.id)
-    ).all()
-    last: dict[str, tuple[ActionKind, ActionStatus]] = {}
-    for job_id, kind, status in rows:
-        if kind is ActionKind.REQUEUE_HOLD and status is ActionStatus.FAILED:
-            continue  # refused: the job was never held (a crash's PLANNED one may have been)
-        last[job_id] = (kind, status)
-    return [JobId(j) for j, (k, st) in last.items()
-            if k is ActionKind.REQUEUE_HOLD or st is not ActionStatus.DONE]

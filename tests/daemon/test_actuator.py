@@ -129,7 +129,7 @@ def test_only_managed_pending_jobs_are_touched() -> None:
     why = [(k.job_id, k.why) for k in plan.skipped]
     assert why == [("2", "outside the daemon's scope"), ("3", "running, not pending"),
                    ("9", "not in the snapshot"),
-                   ("3", "not applied: the daemon does not resize running jobs")]
+                   ("3", "not applied: a dry run resizes no running job")]
 
 
 def test_resizes_and_preemptions_of_running_jobs_are_skipped_and_said_so() -> None:
@@ -140,11 +140,12 @@ def test_resizes_and_preemptions_of_running_jobs_are_skipped_and_said_so() -> No
     plan = plan_changes(decision, snap(*jobs))
     assert [c.job_ids for c in plan.changes] == [("1",)]
     assert [(k.job_id, k.entry, k.why) for k in plan.skipped] == [
-        ("2", EntryKind.RESIZE, "not applied: the daemon does not resize running jobs"),
-        ("3", EntryKind.PREEMPT, "not applied: the daemon does not preempt running jobs")]
+        ("2", EntryKind.RESIZE, "not applied: a dry run resizes no running job"),
+        ("3", EntryKind.PREEMPT, "not applied: a dry run preempts no running job")]
     assert plan.not_applied_note() == (
-        "not applied: 1 resize(s) and 1 preemption(s) of running jobs (the daemon applies the "
-        "order and GPU counts of pending jobs only)")
+        "not applied: 1 resize(s) and 1 preemption(s) of running jobs (a dry run applies none)")
+    acting = plan_changes(decision, snap(*jobs), resizes_applied=True, preemptions_applied=True)
+    assert acting.skipped == () and acting.not_applied_note() is None
     only_order = plan_changes(Decision(policy="t", order=decision.order), snap(*jobs))
     assert only_order.not_applied_note() is None
 

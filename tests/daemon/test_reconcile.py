@@ -131,8 +131,9 @@ def test_explain_says_a_resize_or_preemption_was_not_applied(tmp_path: Path) -> 
     engine.dispose()
     for job_id, line in (("2", "resize, 8 GPUs (applied when it pays and is allowed: see the "
                                "actions)\n  reason: grow"),
-                         ("3", "preempt (not applied: the daemon does not preempt running "
-                               "jobs)\n  reason: make room")):
+                         ("3", "preempt (applied to a job that opted in to restarts "
+                               "(--rl-elastic) when allowed: see the actions)\n  reason: make "
+                               "room")):
         shown = CliRunner().invoke(main, ["explain", job_id, "--db", str(tmp_path / "t.db")])
         assert shown.exit_code == 0, shown.output
         assert f"(cycle 1): {line}" in shown.output

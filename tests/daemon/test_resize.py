@@ -25,14 +25,8 @@ from slurm_rl.core import (
     Resize,
 )
 from slurm_rl.daemon.limits import PartitionLimits
-from slurm_rl.daemon.resize import (
-    Resizer,
-    Verdict,
-    held_by_resize,
-    judge,
-    recent_resizes,
-    release_lines,
-)
+from slurm_rl.daemon.resize import Resizer, Verdict, judge, release_lines
+from slurm_rl.daemon.restart import held_after_requeue, recent_restarts
 from slurm_rl.db.engine import make_engine, make_session_factory
 from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.migrate import upgrade
@@ -108,7 +102,7 @@ def test_a_grow_must_fit_on_free_gpus_besides_its_own() -> None:
 def test_the_hourly_cap() -> None:
     cfg = ResizeConfig(max_per_hour=2)
     assert verdict(grow(2), job(), recent=1, settings=cfg).why == ""
-    assert "resized 2 times in the last hour" in verdict(grow(2), job(), recent=2,
+    assert "restarted 2 times in the last hour" in verdict(grow(2), job(), recent=2,
                                                          settings=cfg).why
     assert "max_per_hour 0" in verdict(grow(2), job(), settings=ResizeConfig(max_per_hour=0)).why
 
@@ -227,8 +221,8 @@ def test_signal_then_after_the_grace_requeuehold_update_release(session: Session
     assert stored(session) == [(ActionKind.RESIZE_SIGNAL, ActionStatus.DONE),
                                (ActionKind.REQUEUE_HOLD, ActionStatus.DONE),
                                (ActionKind.RESIZE_RELEASE, ActionStatus.DONE)]
-    assert recent_resizes(session, [JobId("1")], since=NOW - 3600) == {JobId("1"): 1}
-    assert held_by_resize(session) == []
+    assert recent_restarts(session, [JobId("1")], since=NOW - 3600) == {JobId("1"): 1}
+    assert held_after_requeue(session) == {}
 
 
 def test_a_withdrawn_resize_is_not_carried_out(session: Session) -> None:
@@ -248,7 +242,8 @@ def test_without_grace_the_job_is_requeued_at_once_and_the_cap_holds(session: Se
     step(r, session, NOW, [grow(2)], job())
     assert fake.commands()[0] == "scontrol requeuehold 1"
     notes = step(r, session, NOW + 60, [grow(4)], job(gpus=2))
-    assert "resize of 1 skipped: resized 1 times in the last hour (max_per_hour 1)" in notes
+    assert ("resize of 1 skipped: restarted 1 times in the last hour (max_per_hour 1, "
+            "resizes and preemptions together)") in notes
     assert len(fake.commands()) == 2
 
 
@@ -257,12 +252,12 @@ def test_a_job_not_requeued_in_time_is_released_by_a_later_cycle(session: Sessio
     r = resizer(fake, grace_s=0.0, wait_pending_s=1.0)
     notes = step(r, session, NOW, [grow(2)], job())
     assert notes == ["resizes: 0 signalled, 0 restarted at a new count, 1 failed"]
-    assert held_by_resize(session) == [JobId("1")]
+    assert held_after_requeue(session) == {JobId("1"): ActionKind.REQUEUE_HOLD}
     held = job(state=JobState.PENDING, gpus=1)  # 22.05: reason "job requeued in held state"
     step(r, session, NOW + 10, [], held)
     assert fake.commands()[-1] == "update JobId=1 TresPerNode=gres:gpu:1 StartTime=now+1 ; " \
                                   "release 1"
-    assert held_by_resize(session) == []
+    assert held_after_requeue(session) == {}
 
 
 def test_a_new_daemon_releases_a_job_an_interrupted_resize_left_held(session: Session) -> None:

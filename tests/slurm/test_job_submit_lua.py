@@ -344,7 +344,8 @@ def test_operator_may_change_the_tag(gate: Path) -> None:
     (PLAIN, ["--rl-class=besteffort", "--rl-elastic", "--rl-batch-size=64"], None),
     (PLAIN, ["--rl-inference=mobilenet", "--rl-model=mobilenet"], None),
     (PLAIN, ["--rl-class=critical"], NOT_GRANTED),
-    (GRANTED, ["--rl-class=critical", "--rl-deadline=+2h", "--rl-hard"], None),
+    (PLAIN, ["--rl-deadline=+1d", "--rl-model=gpt2"], None),  # deadline only: held, g=1-M
+    (GRANTED, ["--rl-class=critical", "--rl-deadline=+2h", "--rl-hard", "-c1"], None),
 ])
 def test_rlsbatch_commands_pass_the_gate(gate: Path, user: str, flags: list[str],
                                          refused: str | None) -> None:

@@ -40,7 +40,7 @@ def test_a_running_job_reports_progress_through_the_shell_command_and_the_api(
         jobs: Jobs, tmp_path: Path) -> None:
     script = tmp_path / "train.sh"
     script.write_text(f"""#!/bin/sh
-#SBATCH --comment="user text" -t 2
+#SBATCH --comment="user text" -t 2 -c 1
 #RLSBATCH --rl-deadline +1h --rl-steps 100
 export TMPDIR={tmp_path}
 {SLURM_RL} progress 10 --total 100 --rate 2.5 --force

@@ -57,7 +57,7 @@ def test_rl_flags_anywhere_before_the_script_and_on_rlsbatch_lines(tmp_path: Pat
 
 
 def test_script_on_stdin_is_handed_to_sbatch() -> None:
-    data = b"#!/bin/sh\n#RLSBATCH --rl-hard --rl-deadline +1d\n#SBATCH --comment=c\nhostname\n"
+    data = b"#!/bin/sh\n#RLSBATCH --rl-hard --rl-deadline +1d\n#SBATCH --comment=c -c 1\nhostname\n"
     p = plan(["--parsable"], stdin=data)
     assert p.stdin == data
     assert p.argv == ["sbatch", "--parsable", "--comment=c {rl1:d=1800086400,h}"]
@@ -129,9 +129,9 @@ def test_main_reports_errors_in_one_line(capsys: pytest.CaptureFixture[str]) -> 
 def test_main_dry_run_prints_command_and_intent(script: Path,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["--dry-run", "--rl-deadline", "2031-01-01T00:00:00+00:00",
-                     "--rl-class", "critical", "-J", "my job", str(script)]) == 0
+                     "--rl-class", "critical", "-J", "my job", "-c", "1", str(script)]) == 0
     out = capsys.readouterr().out
-    assert f"sbatch command: sbatch -J 'my job' '--comment=from the script " \
+    assert f"sbatch command: sbatch -J 'my job' -c 1 '--comment=from the script " \
            f"{{rl1:d=1924992000,c=critical}}' {script}" in out
     assert "intent: Intent(deadline=1924992000.0" in out
     assert "user comment: 'from the script'" in out

@@ -6,6 +6,7 @@ differ only by slurm-rl's tag. Where sbatch refuses a request, rlsbatch must fai
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -16,6 +17,7 @@ from job_records import differences, normalise, parse_records, replace_job_id
 from slurm_jobs import RLSBATCH, Jobs, show_job
 
 from slurm_rl.core import Intent, ServiceClass
+from slurm_rl.submit.cli import make_submission
 from slurm_rl.submit.intent import decode_comment
 
 pytestmark = pytest.mark.slurm
@@ -134,7 +136,8 @@ def _norm_output(text: str, job_id: str | None) -> str:
     return replace_job_id(text, job_id) if job_id else text
 
 
-_FEEDBACK = ("rlsbatch: predicted start ", "rlsbatch: no prediction: ")
+_FEEDBACK = ("rlsbatch: predicted start ", "rlsbatch: no prediction: ",
+             "rlsbatch: submitted held: ", "rlsbatch: warning: ")
 
 
 def _without_feedback(text: str) -> str:
@@ -206,6 +209,12 @@ def test_rlsbatch_job_equals_sbatch_job(case: Case, with_intent: bool, jobs: Job
             expected = replace(expected, deadline=INTENT.deadline, model=INTENT.model,
                                service_class=INTENT.service_class,
                                total_steps=INTENT.total_steps)
+            # No GPU or CPU request: deadline only, held for the daemon to size in 1..max
+            # (submit/deadline_only.py); the job is otherwise sbatch's (both are --hold here).
+            planned = make_submission(["--hold", *rl_args, *script_words], os.environ,
+                                      lambda: (stdin or "").encode())
+            if planned.sized:
+                expected = replace(expected, gpus_min=1, gpus_max=planned.sized)
         assert decode_comment(rl_rec.get("Comment")).intent == expected
         diff = differences(normalise(sb_rec, sb_job), normalise(rl_rec, rl_job))
         assert diff == {}, f"sbatch {sb_job} vs rlsbatch {rl_job}: {diff}"
@@ -248,8 +257,9 @@ def test_test_only_output_matches(extra: list[str], jobs: Jobs, tmp_path: Path) 
     path.write_text(SCRIPT)
     argv = ["--test-only", "-J", jobs.name, *extra, str(path)]
     sb = subprocess.run(["sbatch", *argv], capture_output=True, text=True, check=False)
-    rl = subprocess.run([RLSBATCH, *INTENT_FLAGS[0], *argv], capture_output=True, text=True,
-                        check=False)
+    # a deadline and a model: without a GPU request, the deadline-only form (held; same output)
+    rl = subprocess.run([RLSBATCH, *INTENT_FLAGS[0], *INTENT_FLAGS[3], *argv],
+                        capture_output=True, text=True, check=False)
     assert sb.returncode == rl.returncode == 0
     norm = [_TEST_ONLY_RE.sub("Job <id> to start at <time>", _without_feedback(p.stderr))
             for p in (sb, rl)]

@@ -1,0 +1,250 @@
+"""Restarting a running job through Slurm: the command sequence that live resizes (resize.py)
+and preemptions (preempt.py) share, and what the action log says about earlier restarts.
+
+    signal (`scancel --signal=SIG --full`) → grace_s → `scontrol requeuehold` → wait PENDING →
+    `update JobId=… [new GPU request] [SiteFactor=v] StartTime=now+1` + `release`
+
+(why `now+1`: resize.py's docstring). Every command is an action in the database (PLANNED
+before, DONE/FAILED after). A requeue of either kind counts against one cap per job per hour
+([resize] max_per_hour: a restart is a restart), and a job that either sequence left held (a
+crash, a requeue slower than `wait_pending_s`, a refused release) is released by the next
+cycle or the next daemon (`Sequencer.recover`).
+
+The live snapshot does not say how often a job was restarted or what its earlier runs were
+(Slurm's StartTime is the current run's): `Sequencer.annotate` adds both, from the action log
+(restarts, all requeues the daemon made) and from memory (GPU-seconds of the runs the daemon
+ended; a daemon restart forgets those).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+
+from sqlalchemy import Table, select
+from sqlalchemy.orm import Session
+
+from slurm_rl.config import ResizeConfig
+from slurm_rl.core import ClusterSnapshot, JobId, JobView
+from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
+from slurm_rl.db.kinds import ActionKind, ActionStatus
+from slurm_rl.db.models import Action, ActionJob
+from slurm_rl.slurm.runner import CommandResult, InputRunner
+
+_actions = Action.__table__
+_action_jobs = ActionJob.__table__
+assert isinstance(_actions, Table) and isinstance(_action_jobs, Table)
+
+REQUEUES = (ActionKind.REQUEUE_HOLD, ActionKind.PREEMPT_REQUEUE)
+"""`scontrol requeuehold` by a resize, by a preemption: both count as restarts."""
+RELEASE_OF: Mapping[ActionKind, ActionKind] = {
+    ActionKind.REQUEUE_HOLD: ActionKind.RESIZE_RELEASE,
+    ActionKind.PREEMPT_REQUEUE: ActionKind.PREEMPT_RELEASE,
+}
+
+
+def release_lines(job_id: JobId, fields: str, place: tuple[str, int] | None) -> tuple[str, ...]:
+    """scontrol stdin lines that update a held, requeued job (`fields`, e.g. a new GPU request;
+    may be "") and release it. `place`: ("SiteFactor" or "Priority", value), where the job goes
+    in the queue until the next cycle ranks it (Slurm refuses Priority= on a held job: that one
+    goes after the release)."""
+    words = [f"update JobId={job_id}"]
+    if fields:
+        words.append(fields)
+    if place is not None and place[0] == "SiteFactor":
+        words.append(f"SiteFactor={place[1]}")
+    lines = [" ".join([*words, "StartTime=now+1"]), f"release {job_id}"]
+    if place is not None and place[0] == "Priority":
+        lines.append(f"update JobId={job_id} Priority={place[1]}")
+    return tuple(lines)
+
+
+def gpu_fields(per_node: int, nodes: int, nodes_now: int) -> str:
+    fields = f"TresPerNode=gres:gpu:{per_node}"
+    return fields + (f" NumNodes={nodes}" if nodes != nodes_now else "")
+
+
+class Sequencer:
+    """Runs and logs the restart commands; one per daemon, shared by resizes and preemptions."""
+
+    def __init__(self, runner: InputRunner, settings: ResizeConfig | None = None, *,
+                 clock: Callable[[], float] = time.time,
+                 sleep: Callable[[float], None] = time.sleep,
+                 top: tuple[str, int] | None = None, bottom: int = 1) -> None:
+        self.runner = runner
+        self.settings = settings or ResizeConfig()
+        self.clock = clock
+        self.sleep = sleep
+        self.top = top
+        """("SiteFactor" or "Priority", the rank-0 value): a resized job restarts ahead of the
+        queue, as the simulator models a resize."""
+        self.bottom = bottom
+        """The lowest value: a preempted job waits behind the job that preempted it."""
+        self.recover_due = True
+        """Look for jobs an earlier restart left held: at start, and after a requeue that was
+        not PENDING within `wait_pending_s` or a release that failed."""
+        self._restarts: dict[JobId, int] | None = None  # from the action log, then kept up
+        self._earlier_gpu_s: dict[JobId, float] = {}
+
+    def place(self, kind: ActionKind) -> tuple[str, int] | None:
+        """Where a job released after a requeue of `kind` goes in the queue."""
+        if self.top is None:
+            return None
+        return self.top if kind is ActionKind.REQUEUE_HOLD else (self.top[0], self.bottom)
+
+    # --- the commands -------------------------------------------------------------------------
+    def signal(self, session: Session, kind: ActionKind, job_id: JobId, cycle_id: int,
+               decision_id: int | None) -> bool:
+        argv = ("scancel", f"--signal={self.settings.signal}", "--full", job_id)
+        return self._run_logged(session, kind, job_id, argv, None, cycle_id, decision_id)
+
+    def requeue_held(self, session: Session, kind: ActionKind, job: JobView, cycle_id: int,
+                     decision_id: int | None) -> bool:
+        """requeuehold (a restart: counted, the run's GPU-time kept) → wait for PENDING."""
+        restarts = self._restarts_from(session)  # read before this requeue is in the log
+        if not self._run_logged(session, kind, job.id, ("scontrol", "requeuehold", job.id),
+                                None, cycle_id, decision_id):
+            return False
+        restarts[job.id] = restarts.get(job.id, 0) + 1
+        if job.start_time is not None:
+            ran = max(0.0, self.clock() - job.start_time) * job.gpus
+            self._earlier_gpu_s[job.id] = self._earlier_gpu_s.get(job.id, 0.0) + ran
+        if not self._wait_pending(job.id):
+            # Not requeued yet: `recover` releases it next cycle (its requeue is DONE).
+            self.recover_due = True
+            return False
+        return True
+
+    def release(self, session: Session, kind: ActionKind, job_id: JobId, fields: str,
+                cycle_id: int, decision_id: int | None) -> bool:
+        """`kind`: the requeue this release ends (REQUEUE_HOLD: a resize)."""
+        lines = release_lines(job_id, fields, self.place(kind))
+        ok = self._run_logged(session, RELEASE_OF[kind], job_id,
+                              ("scontrol", *" ; ".join(lines).split(" ")),
+                              "".join(line + "\n" for line in lines), cycle_id, decision_id)
+        self.recover_due |= not ok  # still held: tried again next cycle
+        return ok
+
+    def recover(self, session: Session, snapshot: ClusterSnapshot, cycle_id: int) -> int:
+        """Release jobs that a restart left held (a requeue with no release after it): a crash,
+        or a job that took longer than `wait_pending_s` to be requeued."""
+        jobs = {j.id: j for j in snapshot.jobs}
+        count = 0
+        for job_id, kind in held_after_requeue(session).items():
+            job = jobs.get(job_id)
+            # Slurm 22.05 shows such a job PENDING with the reason "job requeued in held
+            # state" (not JobHeldAdmin, so JobView.held is False): pending is what counts.
+            if job is None or not job.state.is_pending:
+                continue
+            fields = ""
+            if kind is ActionKind.REQUEUE_HOLD:  # the count Slurm shows
+                fields = gpu_fields(max(1, job.gpus // max(1, job.nodes)), job.nodes, job.nodes)
+            count += self.release(session, kind, job_id, fields, cycle_id, None)
+        return count
+
+    def _wait_pending(self, job_id: JobId) -> bool:
+        deadline = self.clock() + self.settings.wait_pending_s
+        while True:
+            out = self.runner.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"])
+            if out.ok and out.stdout.strip() == "PENDING":
+                return True
+            if self.clock() >= deadline:
+                return False
+            self.sleep(0.2)
+
+    def _run_logged(self, session: Session, kind: ActionKind, job_id: JobId,
+                    argv: tuple[str, ...], stdin: str | None, cycle_id: int,
+                    decision_id: int | None) -> bool:
+        ids = plan_actions(session, [ActionSpec(kind=kind, job_ids=(job_id,), argv=argv,
+                                                cycle_id=cycle_id, decision_id=decision_id)],
+                           at=self.clock())
+        result: CommandResult
+        if stdin is not None:
+            result = self.runner.run(["scontrol"], input=stdin)
+        else:
+            result = self.runner.run(list(argv))
+        # scontrol reading stdin exits 0 even when a line fails: its stderr says so.
+        ok = result.ok and not result.stderr.strip()
+        finish_actions(session, [ActionOutcome(
+            action_id=ids[0], exit_code=result.returncode,
+            # scontrol echoes each stdin line as a prompt on stdout: only stderr says anything.
+            output=(result.stderr if stdin is not None else result.stdout + result.stderr).strip(),
+            status=ActionStatus.DONE if ok else ActionStatus.FAILED)], at=self.clock())
+        return ok
+
+    # --- what the snapshot does not say -------------------------------------------------------
+    def _restarts_from(self, session: Session) -> dict[JobId, int]:
+        if self._restarts is None:
+            self._restarts = restart_counts(session)
+        return self._restarts
+
+    def annotate(self, session: Session, snapshot: ClusterSnapshot) -> ClusterSnapshot:
+        """The snapshot with each job's restarts by this daemon and, added to its attained
+        GPU-seconds, the runs those restarts ended (as the simulator counts them); jobs no
+        longer in the snapshot are forgotten."""
+        restarts = self._restarts_from(session)
+        if not restarts:
+            return snapshot
+        live = {j.id for j in snapshot.jobs}
+        for job_id in [j for j in restarts if j not in live]:
+            del restarts[job_id]
+            self._earlier_gpu_s.pop(job_id, None)
+        if not restarts:
+            return snapshot
+        jobs = tuple(
+            replace(j, restarts=max(j.restarts, restarts[j.id]),
+                    attained_gpu_s=j.attained_gpu_s + self._earlier_gpu_s.get(j.id, 0.0))
+            if j.id in restarts else j for j in snapshot.jobs)
+        return replace(snapshot, jobs=jobs)
+
+
+def recent_restarts(session: Session, job_ids: Sequence[JobId], *, since: float
+                    ) -> dict[JobId, int]:
+    """Requeues (by resize or preemption) per job since `since` (the per-hour cap survives
+    restarts of the daemon)."""
+    if not job_ids:
+        return {}
+    return _requeues(session, since=since, job_ids=job_ids)
+
+
+def restart_counts(session: Session) -> dict[JobId, int]:
+    """Requeues the daemon made per job, as far as the action log goes back (retention)."""
+    return _requeues(session, since=None, job_ids=None)
+
+
+def _requeues(session: Session, *, since: float | None, job_ids: Sequence[JobId] | None
+              ) -> dict[JobId, int]:
+    query = (select(_action_jobs.c.job_id)
+             .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+             .where(_actions.c.kind.in_(REQUEUES), _actions.c.status != ActionStatus.FAILED))
+    if since is not None:
+        query = query.where(_actions.c.started_at >= since)
+    if job_ids is not None:
+        query = query.where(_action_jobs.c.job_id.in_(list(job_ids)))
+    out: dict[JobId, int] = {}
+    for (job_id,) in session.execute(query).all():
+        out[JobId(job_id)] = out.get(JobId(job_id), 0) + 1
+    return out
+
+
+def held_after_requeue(session: Session) -> dict[JobId, ActionKind]:
+    """Jobs whose latest restart step was a requeuehold with no release DONE after it, each
+    with the kind of that requeue (a resize's or a preemption's)."""
+    kinds = [*REQUEUES, *RELEASE_OF.values()]
+    rows = session.execute(
+        select(_action_jobs.c.job_id, _actions.c.kind, _actions.c.status)
+        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .where(_actions.c.kind.in_(kinds))
+        .order_by(_actions.c.id)
+    ).all()
+    last: dict[str, tuple[ActionKind, ActionStatus]] = {}
+    requeue: dict[str, ActionKind] = {}
+    for job_id, kind, status in rows:
+        if kind in REQUEUES:
+            if status is ActionStatus.FAILED:
+                continue  # refused: the job was never held (a crash's PLANNED one may have been)
+            requeue[job_id] = kind
+        last[job_id] = (kind, status)
+    return {JobId(j): requeue[j] for j, (k, st) in last.items()
+            if j in requeue and (k in REQUEUES or st is not ActionStatus.DONE)}

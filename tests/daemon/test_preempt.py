@@ -1,0 +1,273 @@
+"""Live preemptions (daemon/preempt.py, restart.py): the pure judge, squeue's requeue facts,
+and the sequence across cycles against a recorded-output fake of Slurm's commands (the real
+thing: test_preempt_slurm.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from slurm_rl.config import ResizeConfig
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Intent,
+    JobId,
+    JobState,
+    JobView,
+    NodeName,
+    NodeState,
+    NodeView,
+    Preempt,
+)
+from slurm_rl.daemon.preempt import (
+    NOT_OPTED_IN,
+    Preempter,
+    Requeueable,
+    judge,
+    parse_requeueable,
+)
+from slurm_rl.daemon.resize import Resizer
+from slurm_rl.daemon.restart import held_after_requeue, recent_restarts, restart_counts
+from slurm_rl.db.engine import make_engine, make_session_factory
+from slurm_rl.db.kinds import ActionKind, ActionStatus
+from slurm_rl.db.migrate import upgrade
+from slurm_rl.db.models import Action
+from slurm_rl.db.repo import upsert_jobs
+from slurm_rl.slurm.runner import CommandResult
+
+NOW = 10_000.0
+ELASTIC = Intent(gpus_min=1, gpus_max=4, elastic=True)
+OK = Requeueable(requeue=True, batch=True)
+
+
+def job(i: int = 1, **kw: object) -> JobView:
+    base: dict[str, object] = dict(
+        id=JobId(str(i)), partition="gpu", state=JobState.RUNNING, submit_time=NOW - 600,
+        start_time=NOW - 300, gpus=2, intent=ELASTIC)
+    base.update(kw)
+    return JobView(**base)  # type: ignore[arg-type]
+
+
+def why(j: JobView | None, *, recent: int = 0, slurm: Requeueable | None = OK,
+        **cfg: object) -> str:
+    return judge(j, settings=ResizeConfig(**cfg), recent=recent, slurm=slurm)  # type: ignore[arg-type]
+
+
+# --- the judge (pure) -------------------------------------------------------------------------
+
+def test_a_running_elastic_requeueable_batch_job_may_be_preempted() -> None:
+    assert why(job()) == ""
+
+
+def test_every_other_job_is_refused_with_its_reason() -> None:
+    assert why(None) == "not in the snapshot"
+    assert why(job(managed=False)) == "outside the daemon's scope"
+    assert why(job(state=JobState.COMPLETING)) == "completing, not running"
+    assert why(job(state=JobState.PENDING)) == "pending, not running"
+    assert why(job(intent=None)) == NOT_OPTED_IN
+    assert why(job(intent=Intent(gpus_min=1, gpus_max=4))) == \
+        "not applied: job did not opt in to restarts (--rl-elastic)"
+    assert why(job(1, id=JobId("7_[1-3]"))) == "job id is not a plain Slurm job id"
+    assert why(job(), recent=2) == ("restarted 2 times in the last hour (max_per_hour 2, "
+                                    "resizes and preemptions together)")
+    assert why(job(), recent=0, max_per_hour=0).startswith("restarted 0 times")
+
+
+def test_what_slurm_would_refuse_the_owner_is_not_asked_for() -> None:
+    assert why(job(), slurm=None) == "Slurm did not say whether the job can be requeued"
+    assert why(job(), slurm=Requeueable(requeue=True, batch=False)) == \
+        "not a batch job: Slurm requeues batch jobs only"
+    assert why(job(), slurm=Requeueable(requeue=False, batch=True)) == \
+        "submitted with --no-requeue: Slurm would not requeue it for its owner"
+    # Before squeue is asked, only the snapshot's rules.
+    assert judge(job(), settings=ResizeConfig(), recent=0, check_slurm=False) == ""
+
+
+def test_squeue_requeue_facts_are_parsed_and_odd_lines_left_out() -> None:
+    # `squeue -h -O JobID:24,Requeue:8,BatchFlag:8`, as 22.05 prints it (tests/daemon probe).
+    text = ("1                       1       1       \n"
+            "4                       1       0       \n"
+            "2                       0       1       \n"
+            "x;rm                    1       1       \n"
+            "5                       yes     1       \n")
+    assert parse_requeueable(text) == {
+        JobId("1"): OK, JobId("4"): Requeueable(requeue=True, batch=False),
+        JobId("2"): Requeueable(requeue=False, batch=True)}
+
+
+# --- the sequence, on a recorded fake of Slurm's commands --------------------------------------
+
+class FakeSlurm:
+    """A FAKE for unit tests: records each command and answers like the 22.05 commands did on
+    the test cluster (empty output on success; `squeue -o %T` prints the state, `squeue -O
+    JobID,Requeue,BatchFlag` the requeue facts of `facts`)."""
+
+    def __init__(self, states: Sequence[str] = ("PENDING",),
+                 facts: dict[str, str] | None = None) -> None:
+        self.calls: list[tuple[tuple[str, ...], str | None]] = []
+        self.states = list(states)
+        self.facts = facts if facts is not None else {}
+        self.fail_on = ""
+
+    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
+            input: str | None = None) -> CommandResult:
+        argv = tuple(args)
+        self.calls.append((argv, input))
+        out = err = ""
+        code = 0
+        if argv[0] == "squeue" and "-O" in argv:
+            ids = argv[argv.index("-j") + 1].split(",")
+            out = "".join(f"{i:<24}{self.facts.get(i, '1       1')}\n" for i in ids)
+        elif argv[0] == "squeue":
+            out = (self.states.pop(0) if len(self.states) > 1 else self.states[0]) + "\n"
+        if self.fail_on and self.fail_on in " ".join(argv) + (input or ""):
+            code, err = 1, "slurm_update error: Access/permission denied"
+        return CommandResult(args=argv, returncode=code, stdout=out, stderr=err,
+                             duration_s=0.0)
+
+    def commands(self) -> list[str]:
+        return [" ".join(a) if i is None else i.strip().replace("\n", " ; ")
+                for a, i in self.calls if a[0] != "squeue"]
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    engine = make_engine(tmp_path / "x.db")
+    upgrade(engine)
+    with make_session_factory(engine)() as s:
+        yield s
+    engine.dispose()
+
+
+NODES = tuple(NodeView(name=NodeName(f"node{i}"), state=NodeState.MIXED, gpus_total=4,
+                       gpus_alloc=2, partitions=("gpu",)) for i in range(1, 3))
+
+
+def preempter(fake: FakeSlurm, *, enabled: bool = True, **cfg: object
+              ) -> tuple[Preempter, Resizer]:
+    clock = iter(float(x) for x in range(10**6))
+    seq = Resizer(fake, ResizeConfig(**cfg),  # type: ignore[arg-type]
+                  clock=lambda: NOW + next(clock) / 1000, sleep=lambda s: None,
+                  top=("SiteFactor", 10_000), bottom=1)
+    return Preempter(seq, enabled=enabled), seq
+
+
+def stored(session: Session) -> list[tuple[ActionKind, ActionStatus]]:
+    return [(a.kind, a.status) for a in session.scalars(select(Action).order_by(Action.id))]
+
+
+def step(p: Preempter, session: Session, t: float, ids: Sequence[int], *jobs: JobView
+         ) -> list[str]:
+    upsert_jobs(session, list(jobs), now=t)
+    session.commit()
+    pre = [Preempt(job_id=JobId(str(i)), reason="test") for i in ids]
+    return p.step(session, pre, ClusterSnapshot(time=t, jobs=jobs, nodes=NODES), cycle_id=1,
+                  decision_id=None).notes()
+
+
+def test_signal_then_after_the_grace_requeuehold_and_release_at_the_lowest_rank(
+        session: Session) -> None:
+    fake = FakeSlurm(states=("RUNNING", "PENDING"))
+    p, _ = preempter(fake, grace_s=30.0)
+    assert step(p, session, NOW, [1], job()) == [
+        "preemptions: 1 signalled, 0 requeued, 0 failed"]
+    assert fake.commands() == ["scancel --signal=USR1 --full 1"]
+    step(p, session, NOW + 10, [1], job())  # within the grace: nothing
+    assert len(fake.commands()) == 1
+    assert step(p, session, NOW + 31, [1], job()) == [
+        "preemptions: 0 signalled, 1 requeued, 0 failed"]
+    # No GPU change; it waits behind the job the policy ranked first until the next cycle.
+    assert fake.commands()[1:] == ["scontrol requeuehold 1",
+                                   "update JobId=1 SiteFactor=1 StartTime=now+1 ; release 1"]
+    assert stored(session) == [(ActionKind.PREEMPT_SIGNAL, ActionStatus.DONE),
+                               (ActionKind.PREEMPT_REQUEUE, ActionStatus.DONE),
+                               (ActionKind.PREEMPT_RELEASE, ActionStatus.DONE)]
+    assert recent_restarts(session, [JobId("1")], since=NOW - 3600) == {JobId("1"): 1}
+    assert held_after_requeue(session) == {}
+
+
+def test_only_opted_in_jobs_are_touched_and_the_rest_say_why(session: Session) -> None:
+    fake = FakeSlurm(facts={"3": "0       1", "4": "1       0"})
+    p, _ = preempter(fake, grace_s=0.0)
+    notes = step(p, session, NOW, [1, 2, 3, 4], job(1), job(2, intent=None), job(3), job(4))
+    assert notes == [
+        "preemptions: 0 signalled, 1 requeued, 0 failed",
+        f"preemption of 2 skipped: {NOT_OPTED_IN}",
+        "preemption of 3 skipped: submitted with --no-requeue: Slurm would not requeue it "
+        "for its owner",
+        "preemption of 4 skipped: not a batch job: Slurm requeues batch jobs only"]
+    assert fake.commands()[0] == "scontrol requeuehold 1"
+    assert all(" 2" not in c and " 3" not in c and " 4" not in c for c in fake.commands())
+
+
+def test_the_cap_is_shared_with_resizes(session: Session) -> None:
+    fake = FakeSlurm()
+    p, seq = preempter(fake, grace_s=0.0, max_per_hour=1)
+    upsert_jobs(session, [job()], now=NOW - 5000)
+    # A resize's requeue an hour ago does not count; one a minute ago does.
+    for at in (NOW - 4000, NOW - 60):
+        seq._run_logged(session, ActionKind.REQUEUE_HOLD, JobId("1"),
+                        ("scontrol", "requeuehold", "1"), None, 1, None)
+        session.execute(Action.__table__.update().where(  # type: ignore[attr-defined]
+            Action.id == max(a.id for a in session.scalars(select(Action)))).values(
+            started_at=at))
+        session.commit()
+    calls = len(fake.commands())
+    notes = step(p, session, NOW, [1], job())
+    assert notes == ["preemption of 1 skipped: restarted 1 times in the last hour "
+                     "(max_per_hour 1, resizes and preemptions together)"]
+    assert len(fake.commands()) == calls
+
+
+def test_a_withdrawn_preemption_is_not_carried_out(session: Session) -> None:
+    fake = FakeSlurm()
+    p, _ = preempter(fake, grace_s=30.0)
+    step(p, session, NOW, [1], job())
+    notes = step(p, session, NOW + 31, [], job())  # the pending job started elsewhere
+    assert notes == ["preemption of 1 skipped: withdrawn (the policy changed its mind or the "
+                     "job no longer runs)"]
+    assert [c.split(" ")[0] for c in fake.commands()] == ["scancel"]
+
+
+def test_preemption_off_records_why_and_touches_nothing(session: Session) -> None:
+    fake = FakeSlurm()
+    p, _ = preempter(fake, enabled=False)
+    assert step(p, session, NOW, [1], job()) == [
+        "preemption of 1 skipped: preemption is off ([resize] preempt = false)"]
+    assert fake.calls == []
+
+
+def test_a_job_an_interrupted_preemption_left_held_is_released_at_the_lowest_rank(
+        session: Session) -> None:
+    first, _ = preempter(FakeSlurm(states=("RUNNING",)), grace_s=0.0, wait_pending_s=1.0)
+    assert step(first, session, NOW, [1], job()) == [
+        "preemptions: 0 signalled, 0 requeued, 1 failed"]
+    assert held_after_requeue(session) == {JobId("1"): ActionKind.PREEMPT_REQUEUE}
+    fake = FakeSlurm()
+    _, second = preempter(fake)  # a restarted daemon: nothing in memory
+    upsert_jobs(session, [job(state=JobState.PENDING)], now=NOW + 5)
+    assert second.recover(session, ClusterSnapshot(time=NOW + 5, jobs=(
+        job(state=JobState.PENDING),), nodes=NODES), cycle_id=2) == 1
+    assert fake.commands() == ["update JobId=1 SiteFactor=1 StartTime=now+1 ; release 1"]
+    assert held_after_requeue(session) == {}
+
+
+def test_the_snapshot_says_how_often_a_job_restarted_and_what_it_had_run(
+        session: Session) -> None:
+    fake = FakeSlurm()
+    p, seq = preempter(fake, grace_s=0.0)
+    step(p, session, NOW, [1], job(start_time=NOW - 300, gpus=2))
+    pending = job(state=JobState.PENDING, start_time=None, attained_gpu_s=0.0)
+    seen = seq.annotate(session, ClusterSnapshot(time=NOW + 5, jobs=(pending, job(2)),
+                                                 nodes=NODES))
+    one, two = seen.jobs
+    assert one.restarts == 1 and one.attained_gpu_s == pytest.approx(600.0, abs=1.0)
+    assert two is job(2) or two == job(2)
+    # A new daemon reads the count from the action log (the earlier run's GPU-time is lost).
+    _, fresh = preempter(FakeSlurm())
+    again = fresh.annotate(session, ClusterSnapshot(time=NOW + 5, jobs=(pending,), nodes=NODES))
+    assert again.jobs[0].restarts == 1 and restart_counts(session) == {JobId("1"): 1}
