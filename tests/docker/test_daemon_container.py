@@ -108,8 +108,9 @@ def test_daemon_in_a_container_orders_jobs_submitted_from_the_host(jobs: Jobs) -
     # blocking jobs still hold every GPU.
     version = in_container(env, "--version")
     assert version.returncode == 0 and "version" in version.stderr, version.stderr
-    for i in range(4):
-        jobs.submit(f"block{i}", gpus=4, sleep=8)
+    # The blocking jobs hold every GPU until the test cancels them after the cycle (a fixed
+    # sleep let them end first on a loaded host, before the containerised daemon had started).
+    blocks = [jobs.submit(f"block{i}", gpus=4, sleep=600) for i in range(4)]
     relaxed = [jobs.submit(f"relaxed{i}", gpus=4, sleep=2, intent=Intent()) for i in range(4)]
     deadline = time.time() + 240
     tight = [jobs.submit(f"tight{i}", gpus=4, sleep=2, intent=Intent(deadline=deadline))
@@ -131,6 +132,7 @@ def test_daemon_in_a_container_orders_jobs_submitted_from_the_host(jobs: Jobs) -
         assert seen == set(relaxed + tight)
     finally:
         db.unlink(missing_ok=True)
+        subprocess.run(["scancel", *blocks], env=env, capture_output=True)
 
     deadline_s = time.monotonic() + 90
     start = jobs.started(relaxed + tight)
