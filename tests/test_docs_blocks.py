@@ -119,6 +119,10 @@ BLOCKS: dict[tuple[str, str], How] = {
                           "# profiles + CPU calibration"):
         How(skip="runs of many minutes that rewrite shipped files (test_inference_cli.py "
                  "runs profile and train on small inputs; evaluate's sweep is not run in tests)"),
+    ("docs/inference.md", 'P="--param demonstrator=best --param single_model=0.5 '
+                          '--param demo_episodes=16"'):
+        How(skip="six training runs and a 45-cell sweep, an hour of CPU (test_inference_cli.py "
+                 "checks the demonstrator setting's errors)"),
     ("docs/policies.md", "for c in 09 10 02 04; do for load in 0.8 1.0; do"):
         How(shorten="one trace, one load, 100 jobs (the full loop takes many minutes)",
             replace=(("for c in 09 10 02 04", "for c in 10"), ("0.8 1.0", "0.8"),

@@ -100,6 +100,10 @@ def _params(items: tuple[str, ...], cls: type) -> dict[str, object]:
         except ValueError:
             raise click.BadParameter(f"{item!r}: {text!r} is not a {kind.__name__}",
                                      param_hint="--param") from None
+    try:
+        cls(**out)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--param") from None
     return out
 
 
@@ -117,9 +121,9 @@ def _params(items: tuple[str, ...], cls: type) -> dict[str, object]:
 def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: float,
                      out_dir: Path, report_only: bool) -> None:
     """The bandwidth x compute-mix x structure sweep (held-out structures included) and the
-    DP comparison, for DRM-DQL, vanilla DQL, HEFT and whole-model."""
+    DP comparison, for DRM-DQL, vanilla DQL, HEFT, whole-model and lookahead."""
     from slurm_rl.inference import dqn, experiments
-    from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, WholeModel
+    from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
 
     if report_only:
         _report(experiments.read_csv(out_dir / "sweep.csv"),
@@ -140,7 +144,7 @@ def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: 
     def scheds(seed: int) -> dict[str, Scheduler]:
         return {"drm-dql": dqn.QScheduler(nets[("drm", seed)], "drm-dql"),
                 "vanilla-dql": dqn.QScheduler(nets[("vanilla", seed)], "vanilla-dql"),
-                "heft": EarliestFinish(), "whole": WholeModel()}
+                "heft": EarliestFinish(), "whole": WholeModel(), "lookahead": Lookahead()}
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rows = experiments.sweep(scheds, seed_list, tasks, load)

@@ -124,9 +124,25 @@ class TrainConfig:
     eps_fraction: float = helped("Share of the episodes over which epsilon decays.", 0.3)
     validate_every: int = helped("Episodes between greedy validations (learning curve).", 5)
     demo_episodes: int = helped(
-        "Warm start: HEFT episodes put into the replay buffer (0: none).", 8)
+        "Warm start: demonstration episodes put into the replay buffer (0: none).", 8)
     pretrain_steps: int = helped("Warm start: gradient steps on them before acting.", 1500)
     margin: float = helped("Warm start: large-margin loss on the demonstrated actions.", 0.2)
+    demo_weight_end: float = helped(
+        "Weight of the demonstration loss after `demo_decay` (1: the anchor never weakens).", 1.0)
+    demo_decay: float = helped(
+        "Share of the episodes over which that weight goes linearly from 1 to its end.", 0.5)
+    demonstrator: str = helped(
+        "Warm start: 'heft', or 'best': per demonstration episode the one of heft, lookahead "
+        "and whole with the best return.", "heft")
+    task_horizon: bool = helped(
+        "True: a task's last decision ends the bootstrapping (Q = the rest of this task's "
+        "cost); False: values run on into the next tasks.", False)
+    single_model: float = helped(
+        "Share of the training scenarios that stream one training structure only.", 0.0)
+
+    def __post_init__(self) -> None:
+        if self.demonstrator not in ("heft", "best"):
+            raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
 
 
 class _Replay:
@@ -177,8 +193,9 @@ def validate(sched: QScheduler, scenarios: Sequence[Scenario], env: InferenceEnv
     return float(np.mean(out))
 
 
-def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int], replay: _Replay,
-             matching: bool, after_step: Callable[[], None] = lambda: None) -> float:
+def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int],
+             replay: _Replay | _Held, matching: bool,
+             after_step: Callable[[], None] = lambda: None, task_horizon: bool = False) -> float:
     """One episode; every transition is held until its task finishes, then stored with its
     reward (`task_rewards`). Returns the env's return (minus the sum of slowdowns)."""
     obs, _ = env.reset(seed=seed)
@@ -191,7 +208,8 @@ def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int], replay:
         held[info["step"]] = (obs, a, nobs, done)
         for task_steps, shares in info["released"]:
             for s, rr in zip(task_steps, task_rewards(shares, matching), strict=True):
-                replay.add(held.pop(s), rr)
+                o, a_, no, d = held.pop(s)
+                replay.add((o, a_, no, d or (task_horizon and s == task_steps[-1])), rr)
         obs = nobs
         after_step()
     return ret
@@ -207,9 +225,9 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     torch.set_num_threads(1)  # tiny batches: more threads only contend on a shared machine
     rng = np.random.default_rng(cfg.seed)
     from slurm_rl.inference.env import training_scenarios
-    from slurm_rl.inference.schedulers import EarliestFinish
 
-    env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed))
+    env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed,
+                                          single_model=cfg.single_model))
     net = QNet(QConfig(hidden=cfg.hidden))
     target = QNet(QConfig(hidden=cfg.hidden))
     target.load_state_dict(net.state_dict())
@@ -233,15 +251,9 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     # Warm start (DQfD, the same for both agents): HEFT's episodes, stored with the agent's
     # own rewards in a demonstration buffer; pretraining steps on it (TD + large margin), and
     # every later step adds a demonstration batch's TD + margin loss to the online TD loss.
-    heft = EarliestFinish()
-
-    def demo(obs: Obs) -> int:
-        assert env.sim is not None
-        return heft.choose(env.sim)
-
     demos = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
     for k in range(cfg.demo_episodes):
-        _episode(env, 999_000_000 + cfg.seed * 1000 + k, demo, demos, cfg.matching)
+        _demonstrate(env, 999_000_000 + cfg.seed * 1000 + k, cfg, demos)
     for k in range(cfg.pretrain_steps if demos.n >= cfg.batch else 0):
         _update(net, target, opt, demos.sample(rng, cfg.batch), cfg.gamma,
                 demos.sample(rng, cfg.batch), cfg.margin)
@@ -251,7 +263,7 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     if cfg.demo_episodes:
         record(0, 0, 0.0, 0.0)
 
-    steps = 0
+    steps, demo_w = 0, 1.0
     sched = QScheduler(net)
 
     def act(obs: Obs, eps: float) -> int:
@@ -267,7 +279,8 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
         if (steps >= cfg.learning_starts and steps % cfg.train_every == 0
                 and replay.n >= cfg.batch):
             _update(net, target, opt, replay.sample(rng, cfg.batch), cfg.gamma,
-                    demos.sample(rng, cfg.batch) if demos.n >= cfg.batch else None, cfg.margin)
+                    demos.sample(rng, cfg.batch) if demos.n >= cfg.batch and demo_w > 0
+                    else None, cfg.margin, demo_w)
             if steps % 100 == 0:
                 sched = QScheduler(net)
         if steps % cfg.target_every == 0:
@@ -276,13 +289,49 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     for ep in range(cfg.episodes):
         eps = max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end)
                   * ep / max(1.0, cfg.eps_fraction * cfg.episodes))
+        demo_w = 1.0 - (1.0 - cfg.demo_weight_end) * min(
+            1.0, ep / max(1.0, cfg.demo_decay * cfg.episodes))
         sched = QScheduler(net)
         ret = _episode(env, cfg.seed * 1_000_003 + ep, functools.partial(act, eps=eps),
-                       replay, cfg.matching, after_step)
+                       replay, cfg.matching, after_step, cfg.task_horizon)
         if (ep + 1) % cfg.validate_every == 0 or ep + 1 == cfg.episodes:
             record(ep + 1, steps, eps, ret)
     net.load_state_dict(best_state)
     return net.eval(), curve
+
+
+class _Held:
+    """Transitions with their rewards, kept until the episode's demonstrator is chosen."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[tuple[Any, ...], float]] = []
+
+    def add(self, t: tuple[Any, ...], r: float) -> None:
+        self.items.append((t, r))
+
+
+def _demonstrate(env: InferenceEnv, seed: int, cfg: TrainConfig, demos: _Replay) -> None:
+    """One demonstration episode into `demos`: HEFT's, or (demonstrator 'best') the best
+    return of HEFT, lookahead and whole-model on the same scenario and stream."""
+    from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
+
+    cands: list[Scheduler] = [EarliestFinish()]
+    if cfg.demonstrator == "best":
+        cands += [Lookahead(), WholeModel()]
+    best: tuple[float, _Held] | None = None
+    for s in cands:
+        held = _Held()
+
+        def choose(obs: Obs, s: Scheduler = s) -> int:
+            assert env.sim is not None
+            return s.choose(env.sim)
+
+        ret = _episode(env, seed, choose, held, cfg.matching, task_horizon=cfg.task_horizon)
+        if best is None or ret > best[0]:
+            best = (ret, held)
+    assert best is not None
+    for t, r in best[1].items:
+        demos.add(t, r)
 
 
 def _td_loss(net: QNet, target: QNet, batch: list[torch.Tensor], gamma: float,
@@ -302,11 +351,13 @@ def _td_loss(net: QNet, target: QNet, batch: list[torch.Tensor], gamma: float,
 
 
 def _update(net: QNet, target: QNet, opt: torch.optim.Optimizer, batch: list[torch.Tensor],
-            gamma: float, demo: list[torch.Tensor] | None = None, margin: float = 0.0) -> None:
-    """One Adam step on the TD loss of `batch`, plus (DQfD) TD + margin on a `demo` batch."""
+            gamma: float, demo: list[torch.Tensor] | None = None, margin: float = 0.0,
+            demo_weight: float = 1.0) -> None:
+    """One Adam step on the TD loss of `batch`, plus (DQfD) TD + margin on a `demo` batch,
+    weighted by `demo_weight`."""
     loss = _td_loss(net, target, batch, gamma, 0.0)
     if demo is not None:
-        loss = loss + _td_loss(net, target, demo, gamma, margin)
+        loss = loss + demo_weight * _td_loss(net, target, demo, gamma, margin)
     opt.zero_grad()
     loss.backward()
     nn.utils.clip_grad_norm_(net.parameters(), 10.0)

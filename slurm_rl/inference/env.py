@@ -17,6 +17,7 @@ device is replaced by the earliest-finish feasible device (`info["invalid_action
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -51,9 +52,11 @@ class Scenario:
         return cl.make(cl.MIXES[self.mix], self.gbps)
 
 
-def training_scenarios(n: int = 64, seed: int = 0) -> tuple[Scenario, ...]:
+def training_scenarios(n: int = 64, seed: int = 0,
+                       single_model: float = 0.0) -> tuple[Scenario, ...]:
     """Random scenarios over the training structures only: mix, 1-100 Gbit/s (log-uniform),
-    load 0.2-0.8."""
+    load 0.2-0.8; a `single_model` share of them streams one of the structures, the rest all
+    of them (drawn after the others, so 0 gives the same scenarios as before it existed)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(n):
@@ -61,6 +64,10 @@ def training_scenarios(n: int = 64, seed: int = 0) -> tuple[Scenario, ...]:
                             gbps=float(10 ** rng.uniform(0, 2)),
                             models=TRAIN_MODELS, load=float(rng.uniform(0.2, 0.8)),
                             seed=seed * 100_000 + k))
+    if single_model > 0:
+        pick = np.random.default_rng([seed, 7])
+        out = [dataclasses.replace(sc, models=(str(pick.choice(TRAIN_MODELS)),))
+               if pick.random() < single_model else sc for sc in out]
     return tuple(out)
 
 

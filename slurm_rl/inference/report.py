@@ -49,7 +49,7 @@ def win_counts(rows: list[dict[str, Any]], held_out: tuple[str, ...], tie: float
                         ("held-out structures", lambda m: m in held_out)):
         sel = [v for (_, _, m), v in cells.items() if keep(m)]
         parts = []
-        for other in ("vanilla-dql", "heft", "whole"):
+        for other in [k for k in sel[0] if k != "drm-dql"]:
             r = [v["drm-dql"] / v[other] for v in sel]
             wins = sum(x < 1 - tie for x in r)
             losses = sum(x > 1 + tie for x in r)

@@ -33,6 +33,19 @@ class EarliestFinish:
         return int(np.argmin(np.where(feasible, finish, np.inf)))
 
 
+class Lookahead:
+    """Earliest finish of the whole rest of the model: each layer goes where it would finish
+    first plus the estimated time of the model's remaining layers on that same device (a
+    one-step lookahead on HEFT; queues after this layer are not looked at)."""
+
+    name = "lookahead"
+
+    def choose(self, sim: InferenceSim) -> int:
+        _, _, finish, feasible = sim.options()
+        rest = sim.task.t.suffix[sim.layer]
+        return int(np.argmin(np.where(feasible, finish + rest, np.inf)))
+
+
 class WholeModel:
     """The whole model on one device: the fastest idle one with memory for it, else the one
     where it would finish first; exclusive-GPU serving as clusters do it today."""

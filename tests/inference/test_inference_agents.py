@@ -81,3 +81,21 @@ def test_task_rewards_matched_versus_vanilla() -> None:
     assert sum(drm) == pytest.approx(sum(van)) == pytest.approx(-np.log1p(4.0))
     assert van[:-1] == [0.0, 0.0, 0.0]
     assert drm[1] == 0.0 and drm[3] == pytest.approx(4 * drm[0])
+
+
+def test_best_demonstrator_and_single_model_scenarios_train() -> None:
+    from slurm_rl.inference.env import TRAIN_MODELS, training_scenarios
+
+    plain = training_scenarios(8, seed=3)
+    assert plain == training_scenarios(8, seed=3, single_model=0.0)
+    single = training_scenarios(8, seed=3, single_model=1.0)
+    assert all(len(s.models) == 1 and s.models[0] in TRAIN_MODELS for s in single)
+    assert [s.gbps for s in single] == [s.gbps for s in plain]  # only the models differ
+    cfg = dqn.TrainConfig(episodes=1, scenarios=2, learning_starts=50, train_every=8,
+                          target_every=100, validate_every=1, buffer=2000, hidden=8,
+                          demo_episodes=1, pretrain_steps=10, demonstrator="best",
+                          single_model=0.5, demo_weight_end=0.0, demo_decay=0.5)
+    _, curve = dqn.train(cfg, SMALL[1:], log=lambda s: None)
+    assert [r["episode"] for r in curve] == [0, 1]
+    with pytest.raises(ValueError, match="demonstrator"):
+        dqn.TrainConfig(demonstrator="oracle")

@@ -42,6 +42,8 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
         (["place", "vgg", "--cluster", str(tmp_path / "none.toml")], "cannot read"),
         (["evaluate", "--seeds", "x"], "is not a comma-separated list"),
         (["evaluate", "--checkpoint-dir", str(tmp_path)], "drm-dql-s1.pt is missing"),
+        (["train", "--param", "demonstrator=oracle", "--out-dir", str(tmp_path)],
+         "demonstrator: 'oracle'"),
     ]
     for args, message in cases:
         res = CliRunner().invoke(main, ["inference", *args])

@@ -42,7 +42,7 @@ def worlds(draw: st.DrawFn) -> tuple[cl.Cluster, list[Profile], StreamConfig, in
     profs = [_profile(draw, f"m{k}") for k in range(draw(st.integers(1, 3)))]
     cfg = StreamConfig(tasks=draw(st.integers(1, 12)), load=draw(st.floats(0.1, 3.0)),
                        noise=draw(st.sampled_from([0.0, 0.3])), seed=draw(st.integers(0, 99)))
-    return c, profs, cfg, draw(st.integers(0, 2))
+    return c, profs, cfg, draw(st.integers(0, 3))
 
 
 @settings(max_examples=60, deadline=None)
@@ -52,7 +52,7 @@ def test_no_layer_is_placed_without_memory(world: tuple[cl.Cluster, list[Profile
     c, profs, cfg, which = world
     sim = InferenceSim(c, profs, cfg)
     options: list[sch.Scheduler] = [sch.EarliestFinish(), sch.WholeModel(),
-                                    sch.RandomFeasible(cfg.seed)]
+                                    sch.RandomFeasible(cfg.seed), sch.Lookahead()]
     scheduler = options[which]
     memory = c.arrays()[2]
     placed: list[tuple[int, int, float]] = []  # (task, device, bytes)
@@ -107,6 +107,19 @@ def test_same_stream_for_every_scheduler_and_queueing() -> None:
     assert [r.latency for r in a] == [r.latency for r in b]  # one device: same placement
     ref = a[0].ref_s
     assert max(r.latency for r in a) > 2 * ref  # at load 2 tasks queue behind each other
+
+
+def test_lookahead_sees_the_rest_of_the_model_where_heft_does_not() -> None:
+    # one VGG alone on a T4 (the source) and an A100 at 10 Gbit/s: HEFT starts on the T4
+    # (no input transfer) and moves later, paying a larger transfer; the lookahead ships
+    # the input to the A100 at once, which is the DP optimum
+    c, prof = cl.make(["t4", "a100"], 10), resolve("vgg")
+    cfg = StreamConfig(tasks=1, noise=0.0)
+    heft = sch.run_episode(InferenceSim(c, [prof], cfg), sch.EarliestFinish())[0]
+    look = sch.run_episode(InferenceSim(c, [prof], cfg), sch.Lookahead())[0]
+    assert set(look.devices) == {1} and len(set(heft.devices)) == 2
+    assert look.latency == pytest.approx(sch.dp_chain(prof, c)[0])
+    assert look.latency < 0.7 * heft.latency
 
 
 def _brute(profile: Profile, c: cl.Cluster) -> float:
