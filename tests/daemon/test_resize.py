@@ -8,6 +8,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
+from fake_slurm import FakeSlurm
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -32,7 +33,6 @@ from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.migrate import upgrade
 from slurm_rl.db.models import Action
 from slurm_rl.db.repo import upsert_jobs
-from slurm_rl.slurm.runner import CommandResult
 
 NOW = 10_000.0
 LIMITS = {"gpu": PartitionLimits(name="gpu", gpus_per_node=4, max_nodes=4)}
@@ -142,33 +142,6 @@ def test_the_release_lines_set_a_begin_time_after_the_revoked_second() -> None:
 
 
 # --- the sequence, on a recorded fake of Slurm's commands --------------------------------------
-
-class FakeSlurm:
-    """A FAKE for unit tests: records each command and answers like the 22.05 commands did on
-    the test cluster (empty output on success; `squeue -o %T` prints the state)."""
-
-    def __init__(self, states: Sequence[str] = ("PENDING",)) -> None:
-        self.calls: list[tuple[tuple[str, ...], str | None]] = []
-        self.states = list(states)
-        self.fail_on = ""
-
-    def run(self, args: Sequence[str], *, timeout_s: float | None = None,
-            input: str | None = None) -> CommandResult:
-        argv = tuple(args)
-        self.calls.append((argv, input))
-        out = err = ""
-        code = 0
-        if argv[0] == "squeue":
-            out = (self.states.pop(0) if len(self.states) > 1 else self.states[0]) + "\n"
-        if self.fail_on and self.fail_on in " ".join(argv) + (input or ""):
-            code, err = 1, "slurm_update error: Access/permission denied"
-        return CommandResult(args=argv, returncode=code, stdout=out, stderr=err,
-                             duration_s=0.0)
-
-    def commands(self) -> list[str]:
-        return [" ".join(a) if i is None else i.strip().replace("\n", " ; ")
-                for a, i in self.calls if a[0] != "squeue"]
-
 
 @pytest.fixture
 def session(tmp_path: Path) -> Iterator[Session]:
