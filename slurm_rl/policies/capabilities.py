@@ -38,6 +38,21 @@ class Resizing(Protocol):
 
 
 @runtime_checkable
+class Gated(Protocol):
+    """Can tell cheaply that a call would change nothing, so the simulator may skip it.
+
+    `futile(snapshot)`: True only where `decide(snapshot)` could start, requeue and resize
+    nothing that the scheduling pass would not start anyway (e.g. no pending job fits the free
+    GPUs and none would requeue a running job). The simulator asks it, and on True skips the
+    call as it skips its own futile ones (the ranks of the last decision stay in force), only
+    where its skip rule is exact (`skip_futile`, deciding at events, no decision delay); it
+    asks it instead of `decide`, so a `Stateful` policy may update its state in it. `decide`
+    itself always answers in full: the daemon, which asks at every cycle, never skips."""
+
+    def futile(self, snapshot: ClusterSnapshot) -> bool: ...
+
+
+@runtime_checkable
 class Stateful(Protocol):
     """Keeps state between `decide` calls (bounded, documented in its module).
 

@@ -94,40 +94,60 @@ def plan_preemptions_by_prefix(
     node_cap = cap.node_cap
     vs: Sequence[JobView] | None = None if callable(victims) else victims
     lay: dict[JobId, tuple[int, ...]] = {}
-    # (victims p outranks, p's layout) known not to fit even with all of them stopped. Free
-    # GPUs only shrink between preemptions, so such a failure holds until the next one.
-    hopeless: set[tuple[int, tuple[int, ...]]] = set()
+    # Free GPUs only shrink between preemptions, and more free GPUs never make a layout fit
+    # less, so until the next preemption: layouts known not to fit in the free GPUs, and for a
+    # layout the most victims (a prefix) known not to be enough for it (nor are fewer).
+    full: set[tuple[int, ...]] = set()
+    hopeless: dict[tuple[int, ...], int] = {}
     # The GPUs of victims[:k] not stopped, as released chunks, by k (until the next preemption).
     pools: dict[int, Capacity] = {}
     for p in pending:
         parts = job_parts(p, None, node_cap)
-        if plan.start_if_fits(p, parts):
-            continue
+        if parts not in full:
+            if plan.start_if_fits(p, parts):
+                continue
+            full.add(parts)
         if vs is None:
             vs = victims()  # type: ignore[operator]
         k = prefix(p, vs)
-        if not k or (k, parts) in hopeless:
+        if not k or k <= hopeless.get(parts, 0):
             continue
         pool = pools.get(k)
         if pool is None:
-            pool = pools[k] = Capacity((), node_cap)
-            for v in vs[:k]:
-                if v.id not in stopped:
-                    parts_v = lay.get(v.id)
-                    if parts_v is None:
-                        parts_v = lay[v.id] = job_parts(v, None, node_cap)
-                    pool.release(parts_v)
+            pool = pools[k] = _pool(pools, k, vs, stopped, lay, node_cap)
         trial = cap.copy()
         trial.release_all(pool)
         if not trial.fits(parts):  # (also when no victim is eligible: p did not fit in cap)
-            hopeless.add((k, parts))
+            hopeless[parts] = k
             continue
         chosen = _choose(cap, [(v, lay[v.id]) for v in vs[:k] if v.id not in stopped], parts)
         assert chosen is not None  # it fits with all of them
         plan.commit(p, parts, chosen, reason)
+        full.clear()
         hopeless.clear()
         pools.clear()
     return plan.result()
+
+
+def _pool(pools: dict[int, Capacity], k: int, vs: Sequence[JobView], stopped: set[JobId],
+          lay: dict[JobId, tuple[int, ...]], node_cap: int) -> Capacity:
+    """The GPUs of vs[:k] not stopped, as released chunks: from the pool of the nearest k
+    already built (the same chunks, counted), else from none."""
+    near = min(pools, key=lambda j: abs(j - k), default=None)
+    if near is None:
+        pool, lo, hi, add = Capacity((), node_cap), 0, k, True
+    else:
+        pool, lo, hi, add = pools[near].copy(), min(near, k), max(near, k), near < k
+    for v in vs[lo:hi]:
+        if v.id not in stopped:
+            parts = lay.get(v.id)
+            if parts is None:
+                parts = lay[v.id] = job_parts(v, None, node_cap)
+            if add:
+                pool.release(parts)
+            else:
+                pool.unrelease(parts)
+    return pool
 
 
 def _choose(cap: Capacity, eligible: Iterable[tuple[C, tuple[int, ...]]],

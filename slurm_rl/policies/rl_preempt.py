@@ -9,13 +9,16 @@ plainly RUNNING jobs are requeued, and not those a guard protects (utilisation, 
 `max_restarts`, `protect_gpus`. Nothing reads oracle data.
 
 What bounds the cost (a Preempting policy is asked at every event with something pending):
-- Where nothing can start and no job arrived, or the only job that may start fits, the answer
-  is an empty Decision (nothing else can start; every running job keeps its GPUs).
-- Where nothing can start but jobs arrived, only the arriving jobs among the shown slots are
-  scored; the whole queue is planned only if one of them, alone, would requeue running jobs
-  (kept scores). So an older pending job considers preemption where GPUs free up and
-  something fits, or where an arrival triggers a plan, not at every arrival as the
-  straightforward version did (`tests/rl/test_rl_preempt_bounded.py` counts the difference).
+- `decide` always plans in full: the whole queue's order and the requeues (the daemon asks at
+  every cycle and gets both). The simulator asks `futile` first (`Gated`, capabilities.py) and
+  skips the call where it is True, as it skips its own futile calls:
+  - where nothing can start and no job arrived, or the only job that may start fits (nothing
+    else can start; every running job keeps its GPUs);
+  - where nothing can start but jobs arrived and none of the arriving jobs among the shown
+    slots would, alone, requeue running jobs (kept scores; only those jobs are scored).
+  So an older pending job considers preemption where GPUs free up and something fits, or
+  where an arrival triggers a plan, not at every arrival as the straightforward version did
+  (`tests/rl/test_rl_preempt_bounded.py` counts the difference).
 - Running jobs' scores are kept (`Memo`, sorted, updated from `running_changes` where the
   snapshot has it): a run is scored when first seen, all of them again every `rescore_s`
   seconds, and a job a plan would requeue on a kept score is scored again at that instant and
@@ -28,6 +31,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
@@ -35,11 +39,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
-from slurm_rl.policies.capacity import Capacity, job_parts
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, id_key
+from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
 from slurm_rl.policies.rl import LearnedOrder
-from slurm_rl.rl.features import decision_from_scores, features, running_rows, some_rows
+from slurm_rl.rl.features import (
+    decision_from_scores,
+    features,
+    pending_in_order,
+    running_rows,
+    some_rows,
+)
 
 _Key = tuple[float, float | None, int]
 
@@ -163,10 +173,15 @@ class RLPreempting(LearnedOrder):
                     heappush(memo.until, (v.start_time + r, v.id, _run(v)))
                 memo.keep(v, x, now)
 
-    def _may_keep(self, v: JobView, now: float) -> bool:
-        r = self.protect_run_s
-        return self.may_preempt(v) and (r is None or v.start_time is None
-                                        or now - v.start_time < r)
+    def _keepable(self, jobs: Sequence[JobView], now: float) -> list[JobView]:
+        """The `jobs` whose scores are kept: those `may_preempt` allows and `protect_run_s`
+        does not protect by now (its rule written out here: asked of every running job at
+        each full rescore)."""
+        r, most, wide, running = (self.protect_run_s, self.max_restarts, self.protect_gpus,
+                                  JobState.RUNNING)
+        return [v for v in jobs if v.managed and v.state is running
+                and (most is None or v.restarts < most) and (wide is None or v.gpus < wide)
+                and (r is None or v.start_time is None or now - v.start_time < r)]
 
     def _sync(self, snapshot: ClusterSnapshot, cluster: npt.NDArray[np.float32]) -> None:
         """Bring the memo to this snapshot's running jobs: score the runs not seen before,
@@ -177,8 +192,7 @@ class RLPreempting(LearnedOrder):
         if now - memo.epoch >= self.rescore_s:
             memo.clear()
             memo.epoch = now
-            self._rescore(snapshot, [v for v in snapshot.running if self._may_keep(v, now)],
-                          cluster)
+            self._rescore(snapshot, self._keepable(snapshot.running, now), cluster)
         elif ids is not memo.ids:
             changes = snapshot.running_changes
             jobs = memo.jobs
@@ -188,9 +202,9 @@ class RLPreempting(LearnedOrder):
                     memo.drop(jid)
                 for v in started:
                     memo.drop(v.id)
-                new = [v for v in started if self._may_keep(v, now)]
+                new = self._keepable(started, now)
             else:
-                current = {v.id: v for v in snapshot.running if self._may_keep(v, now)}
+                current = {v.id: v for v in self._keepable(snapshot.running, now)}
                 for jid in [jid for jid, e in jobs.items()
                             if (cv := current.get(jid)) is None or _run(cv) != _run(e[1])]:
                     memo.drop(jid)
@@ -201,14 +215,24 @@ class RLPreempting(LearnedOrder):
 
     # -- deciding ----------------------------------------------------------------------------
 
+    def futile(self, snapshot: ClusterSnapshot) -> bool:
+        """Gated (capabilities.py): nothing fits and no job arrived, or the only job that may
+        start fits, or nothing fits and no arriving job would requeue anything on its own."""
+        now = snapshot.time
+        pending = [j for j in snapshot.pending if j.managed]
+        movers = [j for j in pending if not j.held]
+        if _one_fits(snapshot, movers):  # (the only one that may start: no order matters)
+            return len(movers) < 2
+        # (held arrivals too: they take a slot; they do not preempt)
+        arrivals = [j for j in pending if j.submit_time == now]
+        if not any(not j.held for j in arrivals):
+            return True
+        older = sum(1 for j in pending if j.submit_time < now)
+        return not self._arrival_may_preempt(snapshot, arrivals, older, len(pending),
+                                             sum(j.gpus for j in pending))
+
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        gate = _gate(snapshot)
-        if gate is None:
-            return Decision(policy=self.name)
-        arrivals, older, n_pending, pending_gpus = gate
-        if arrivals is not None and not self._arrival_may_preempt(
-                snapshot, arrivals, older, n_pending, pending_gpus):
-            return Decision(policy=self.name)
+        """The learned order of the whole queue and the requeues that let its jobs start."""
         return self._plan(snapshot)
 
     def _arrival_may_preempt(self, snapshot: ClusterSnapshot, arrivals: list[JobView],
@@ -238,15 +262,17 @@ class RLPreempting(LearnedOrder):
         return bool(pre)
 
     def _plan(self, snapshot: ClusterSnapshot) -> Decision:
-        f = features(snapshot, self._fcfg)
+        pending = pending_in_order(snapshot)
+        f = features(snapshot, self._fcfg, pending)
         n = len(f.shown_ids)
         if n == 0:
-            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
+            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name,
+                                        pending=pending)
         s = self.scores(f.job_feats[:n], f.cluster_feats, snapshot.time)
-        d = decision_from_scores(snapshot, f.shown_ids, s, policy=self.name)
+        d = decision_from_scores(snapshot, f.shown_ids, s, policy=self.name, pending=pending)
         score = dict(zip(f.shown_ids, s.tolist(), strict=True))
-        by_id = {j.id: j for j in snapshot.pending}
-        movers = [by_id[o.job_id] for o in d.order[:n] if not by_id[o.job_id].held]
+        by_id = {j.id: j for j in pending[:n]}
+        movers = [p for o in d.order[:n] if not (p := by_id[o.job_id]).held]
         memo, m = self._memo, self.preempt_margin
         thr: list[float] = []
         views: list[JobView] | None = None
@@ -276,48 +302,16 @@ class RLPreempting(LearnedOrder):
         return Decision(policy=d.policy, order=d.order, preemptions=pre) if pre else d
 
 
-def _gate(snapshot: ClusterSnapshot,
-          ) -> tuple[list[JobView] | None, int, int, int] | None:
-    """None where nothing can change: no managed pending job fits the free GPUs and none
-    arrived at this instant, or the only one that may start fits. Else (the managed jobs that
-    arrived now, or None if a job fits — then the whole queue is planned; how many managed
-    pending jobs are older than now; managed pending jobs; the GPUs they ask)."""
-    now = snapshot.time
-    free: Capacity | None = None
-    looked = fits = False
-    tried: set[tuple[int, int]] = set()
-    arrivals: list[JobView] = []
-    older = n = gpus = movers = 0
-    for j in snapshot.pending:
-        if not j.managed:
-            continue
-        n += 1
-        gpus += j.gpus
-        if j.submit_time < now:
-            older += 1
-        elif j.submit_time == now:
-            arrivals.append(j)  # (held ones too: they take a slot; they do not preempt)
-        if j.held:
-            continue
-        movers += 1
-        if fits:
-            continue
-        if not looked:
-            looked = True
-            c = Capacity.of(snapshot)
-            free = c if c.fits((1,)) else None
-        if free is None:
-            continue  # (no free GPU: only an arrival matters)
-        key = (j.gpus, j.nodes)
-        if key not in tried:
-            if free.fits(job_parts(j, None, free.node_cap)):
-                fits = True
-            tried.add(key)
-    if fits:  # (one job that may start and fits: it starts, no order or requeue matters)
-        return (None, older, n, gpus) if movers > 1 else None
-    if not any(not j.held for j in arrivals):
-        return None
-    return arrivals, older, n, gpus
+def _one_fits(snapshot: ClusterSnapshot, movers: list[JobView]) -> bool:
+    """Whether one of `movers` fits the free GPUs now (each shape asked once)."""
+    if not movers:
+        return False
+    cap = Capacity.of(snapshot)
+    if not cap.fits((1,)):
+        return False  # (no free GPU)
+    node_cap = cap.node_cap
+    return any(cap.fits(gang_parts(g, n, node_cap))
+               for g, n in {(j.gpus, j.nodes) for j in movers})
 
 
 def new(**options: Any) -> RLPreempting:

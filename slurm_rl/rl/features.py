@@ -188,6 +188,7 @@ def gittins_column(job: JobView) -> float:
 
 
 _WAIT, _SLACK, _FITS = (JOB_FEATURES.index(c) for c in ("wait", "slack", "fits_now"))
+_PENDING_COLS = [_WAIT, _SLACK, _FITS]
 _STATIC: dict[int, tuple[JobView, int, npt.NDArray[np.float64], int, float | None]] = {}
 """A shown job's columns that do not move with the clock or the free GPUs, per JobView object
 (views are immutable; the simulator keeps a pending job's view until it changes), checked by
@@ -195,17 +196,11 @@ identity and the cluster's usable GPUs. Only a cache: the daemon builds new view
 _STATIC_MAX = 20_000
 
 
-def _clear_static() -> dict[int, tuple[JobView, int, npt.NDArray[np.float64], int,
-                                       float | None]]:
-    _STATIC.clear()
-    return _STATIC
-
-
-def _static_row(j: JobView, total: int, at: float | None = None,
+def _static_row(j: JobView, total: int, running: bool = False,
                 ) -> tuple[npt.NDArray[np.float64], int, float | None]:
-    """(the row with zero wait, slack and fits_now; the GPU range minimum; the deadline).
-    `at`: the time a running job's remaining estimate is taken at (None: a pending job's,
-    which does not move with the clock)."""
+    """(the row with zero wait and slack, fits_now 0 — 1 if `running`; the GPU range minimum;
+    the deadline). `running`: for `running_rows`, which writes the _DYN columns over it (the
+    remaining estimate and gittins are not worked out here)."""
     rng = gpu_range(j, total)
     lo, hi = rng if rng is not None else (j.gpus, j.gpus)
     it = j.intent
@@ -214,7 +209,7 @@ def _static_row(j: JobView, total: int, at: float | None = None,
             if p is not None and p.steps_total else None)
     deadline = it.deadline if it is not None else None
     cls = it.service_class if it is not None else ServiceClass.STANDARD
-    est = estimate_remaining(j, j.submit_time if at is None else at)
+    est = None if running else estimate_remaining(j, j.submit_time)
     left = est.seconds if est is not None else 0.0
     limit = j.time_limit_s or 0.0
     row = np.array((
@@ -223,27 +218,40 @@ def _static_row(j: JobView, total: int, at: float | None = None,
         math.log1p(j.restarts), frac or 0.0, frac is not None,
         cls is ServiceClass.CRITICAL, cls is ServiceClass.BESTEFFORT,
         deadline is not None, 0.0, bool(it and it.hard and deadline is not None),
-        _lt(limit), bool(it and it.elastic), 0.0, gittins_column(j),
+        _lt(limit), bool(it and it.elastic), running, 0.0 if running else gittins_column(j),
         _lt(left), _lt(left * j.gpus), _lt(limit * j.gpus)), dtype=np.float64)
     return row, lo, deadline
 
 
-def _pending_row(row: npt.NDArray[np.float64], j: JobView, now: float, total: int,
-                 max_free: int, per_node: int, free: int) -> None:
-    """Write pending job j's row into `row` (the static columns from the cache)."""
-    cache = _STATIC if len(_STATIC) < _STATIC_MAX else _clear_static()
-    hit = cache.get(id(j))
-    if hit is None or hit[0] is not j or hit[1] != total:
-        hit = cache[id(j)] = (j, total, *_static_row(j, total))
-    _, _, static, lo, deadline = hit
-    slack = 0.0
-    if deadline is not None:
-        d = deadline - now
-        slack = math.copysign(_lt(abs(d)), d)
-    # one node's worth must fit on one node; a wider job is judged by the total
-    fits = lo <= max_free or (lo > per_node and lo <= free)
-    row[:] = static
-    row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, fits
+def _pending_rows(rows: npt.NDArray[np.float64], jobs: Sequence[JobView], now: float,
+                  total: int, max_free: int, per_node: int, free: int) -> None:
+    """Write the pending `jobs`' rows into rows[:len(jobs)]: the static columns from the
+    cache, then wait, slack and fits_now (the values `_lt` gives, inlined)."""
+    log1p, copysign = math.log1p, math.copysign
+    cache = _STATIC
+    if len(cache) + len(jobs) > _STATIC_MAX:
+        cache.clear()
+    statics = []
+    cols: list[tuple[float, float, bool]] = []
+    for j in jobs:
+        hit = cache.get(id(j))
+        if hit is None or hit[0] is not j or hit[1] != total:
+            hit = cache[id(j)] = (j, total, *_static_row(j, total))
+        _, _, static, lo, deadline = hit
+        slack = 0.0
+        if deadline is not None:
+            d = deadline - now
+            a = abs(d)
+            slack = copysign(log1p(a / 60.0) / 10.0 if a > 0 else 0.0, d)
+        w = now - j.submit_time
+        statics.append(static)
+        # fits_now: one node's worth must fit on one node; a wider job is judged by the total
+        cols.append((log1p(w / 60.0) / 10.0 if w > 0 else 0.0, slack,
+                     lo <= max_free or (lo > per_node and lo <= free)))
+    k = len(statics)
+    if k:
+        rows[:k] = statics
+        rows[:k, _PENDING_COLS] = cols
 
 
 def _cluster_row(shape: list[int], usable_nodes: int, max_free: int, total: int, free: int,
@@ -259,16 +267,18 @@ def _cluster_row(shape: list[int], usable_nodes: int, max_free: int, total: int,
                    FEATURE_BOUND).astype(np.float32)
 
 
-def features(snapshot: ClusterSnapshot, cfg: FeatureConfig) -> Features:
-    """The observation of `snapshot` (see the module docstring)."""
+def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
+             pending: list[JobView] | None = None) -> Features:
+    """The observation of `snapshot` (see the module docstring); `pending`: its
+    `pending_in_order`, where the caller has it."""
     now, m = snapshot.time, cfg.max_jobs
-    pending = pending_in_order(snapshot)
+    if pending is None:
+        pending = pending_in_order(snapshot)
     shown = pending[:m]
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
-    for i, j in enumerate(shown):
-        _pending_row(rows[i], j, now, total, max_free, per_node, free)
+    _pending_rows(rows, shown, now, total, max_free, per_node, free)
     mask = np.zeros(m, dtype=np.int8)
     mask[:len(shown)] = 1
     bound = FEATURE_BOUND
@@ -291,8 +301,7 @@ def some_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], n_pending: int
     now = snapshot.time
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
     rows = np.zeros((len(jobs), N_JOB_FEATURES), dtype=np.float64)
-    for i, j in enumerate(jobs):
-        _pending_row(rows[i], j, now, total, max_free, per_node, free)
+    _pending_rows(rows, jobs, now, total, max_free, per_node, free)
     cluster = _cluster_row(shape, usable_nodes, max_free, total, free, n_pending,
                            min(n_pending, cfg.max_jobs), pending_gpus,
                            len(snapshot.running_ids))
@@ -302,6 +311,8 @@ def some_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], n_pending: int
 _DYN = tuple(JOB_FEATURES.index(c) for c in (
     "attained_gpu", "attained_run", "progress", "has_progress", "gittins", "est_remaining",
     "est_work"))
+_RUN_COLS = [*_DYN, _WAIT, _SLACK]
+"""The columns `running_rows` writes over the static row, in its order."""
 _RUNNING: dict[tuple[JobId, float, int, int, int],
                tuple[npt.NDArray[np.float64], float | None]] = {}
 """A running job's columns that do not move while it runs, by (id, submit time, GPUs,
@@ -321,31 +332,32 @@ def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDAr
     if len(_RUNNING) >= _STATIC_MAX:
         _RUNNING.clear()
     cache = _RUNNING
-    a_gpu, a_run, prog, has_prog, gitt, e_rem, e_work = _DYN
-    for i, j in enumerate(jobs):
+    statics = []
+    cols: list[tuple[float, ...]] = []
+    for j in jobs:
         key = (j.id, j.submit_time, j.gpus, j.restarts, total)
         hit = cache.get(key)
         if hit is None:
-            static, _, deadline = _static_row(j, total, now)
+            static, _, deadline = _static_row(j, total, running=True)
             hit = cache[key] = (static, deadline)
         static, deadline = hit
-        row = rows[i]
-        row[:] = static
         g = max(j.gpus, 1)
         att = j.attained_gpu_s
         p = j.progress
         est = estimate_remaining(j, now)
         left = est.seconds if est is not None else 0.0
-        row[a_gpu], row[a_run] = _lt(att), _lt(att / g)
         frac = p.steps_done / p.steps_total if p is not None and p.steps_total else None
-        row[prog] = min(1.0, frac) if frac is not None else 0.0
-        row[has_prog] = frac is not None
-        row[gitt], row[e_rem], row[e_work] = gittins_column(j), _lt(left), _lt(left * j.gpus)
         slack = 0.0
         if deadline is not None:
             d = deadline - now
             slack = math.copysign(_lt(abs(d)), d)
-        row[_WAIT], row[_SLACK], row[_FITS] = _lt(now - j.submit_time), slack, 1.0
+        statics.append(static)
+        cols.append((_lt(att), _lt(att / g), min(1.0, frac) if frac is not None else 0.0,
+                     frac is not None, gittins_column(j), _lt(left), _lt(left * j.gpus),
+                     _lt(now - j.submit_time), slack))
+    if statics:
+        rows[:] = statics
+        rows[:, _RUN_COLS] = cols
     return np.clip(rows, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
 
 
@@ -358,10 +370,11 @@ def gpus_from_choice(rng: tuple[int, int], choice: float) -> int:
 
 def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
                          scores: npt.ArrayLike, gpu_choice: npt.ArrayLike | None = None, *,
-                         policy: str = "rl") -> Decision:
+                         policy: str = "rl", pending: list[JobView] | None = None) -> Decision:
     """Rank the shown jobs by score (highest first; ties and NaN scores in slot order, NaN
     last), then every other pending job oldest first; give range jobs among the shown the GPU
-    count `gpu_choice` picks (None: counts unchanged). Slots beyond `shown_ids` are ignored."""
+    count `gpu_choice` picks (None: counts unchanged). Slots beyond `shown_ids` are ignored.
+    `pending`: the snapshot's `pending_in_order`, where the caller has it."""
     n = len(shown_ids)
     s = np.asarray(scores, dtype=np.float64).reshape(-1)[:n]
     if s.shape[0] < n:
@@ -384,7 +397,7 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
         out.append(JobOrder(job_id=job_id, rank=rank, gpus=gpus, reason=_REASON))
     shown = set(shown_ids)
     rank = n
-    for j in pending_in_order(snapshot):
+    for j in pending_in_order(snapshot) if pending is None else pending:
         if j.id not in shown:
             out.append(JobOrder(job_id=j.id, rank=rank, reason=_REASON_UNSHOWN))
             rank += 1

@@ -4,17 +4,36 @@ overhead (3x faster for the one to ten rows a preemption check scores, 5x for 10
 simulation asks it ~100,000 times). No torch import here: the weights come as arrays
 (`from_state`). Equal to torch's scores within float32 rounding (tests/rl/test_scorer.py), not
 bit for bit: BLAS libraries sum in different orders.
+
+From `_ONE_THREAD_ROWS` rows on, the products run with numpy's BLAS limited to one thread
+(`threadpoolctl`, only around this call): OpenBLAS splits a 256 x 64 product over threads,
+and on a busy 2-core host its waiting threads cost 60x the product itself (3.4 ms CPU instead
+of 59 us a call, measured). Each thread computes whole output blocks, so the scores are the
+same either way (the 100k benchmark's digests are unchanged, docs/rl.md "Preemption").
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
 _F32 = npt.NDArray[np.float32]
+_ONE_THREAD_ROWS = 32
+"""Calls with at least this many rows run under a one-thread BLAS limit (fewer never thread,
+and the limit costs ~10 us)."""
+
+
+@cache
+def _blas() -> Any:
+    """numpy's BLAS libraries (a threadpoolctl selection), found once."""
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController().select(user_api="blas")
 
 
 @dataclass(frozen=True)
@@ -47,6 +66,13 @@ class NumpyScorer:
     def scores(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
                ) -> npt.NDArray[np.float64]:
         """rows (N, >= job_features) of the jobs, cluster (C,) -> their scores (N,), float64."""
+        if len(rows) >= _ONE_THREAD_ROWS:
+            with _blas().limit(limits=1):
+                return self._forward(rows, cluster)
+        return self._forward(rows, cluster)
+
+    def _forward(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
+                 ) -> npt.NDArray[np.float64]:
         h = rows[:, :self.job_features] @ self.w1_job
         h += cluster @ self.w1_cluster + self.b1
         np.tanh(h, out=h)

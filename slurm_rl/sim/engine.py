@@ -22,7 +22,8 @@ isinstance: a `Stateful` one is `reset()` at the start of a run (and by `Simulat
 an `OracleReading` one gets the engine's `Oracle` (true durations, never part of a snapshot),
 and Preempts or Resizes from a policy that is not `Preempting` or `Resizing` stop the run
 (`SimulationError`): calls it could not change anything with are skipped (`skip_futile`),
-which is exact only if it declares what it may do. An `Observing` policy is asked at every event.
+which is exact only if it declares what it may do; there, a `Gated` policy's own `futile` skips
+it too. An `Observing` policy is asked at every event.
 
 To compare with a real cluster (docs/sim-to-real.md) the engine can also follow slurmctld's
 cadence instead of passing at every event: backfill and the main scheduler on their own cycles
@@ -42,14 +43,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import overload
 
-from slurm_rl.core import (
-    ClusterSnapshot,
-    Decision,
-    JobId,
-    JobState,
-    Policy,
-)
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, Policy
 from slurm_rl.policies.capabilities import (
+    Gated,
     Observing,
     OracleReading,
     Preempting,
@@ -97,6 +93,8 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
         self._may_skip = (config.skip_futile and config.decide_on_events
                           and config.decision_delay_s == 0 and not isinstance(policy, Observing))
+        self._gated: Gated | None = (policy if self._may_skip and isinstance(policy, Gated)
+                                     else None)
         self._init_state()
 
     def _init_state(self) -> None:
@@ -191,8 +189,10 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
                 return None
             changed, applied, main, bf, decide = self._advance(t)
             if decide:
-                self._instant = (changed, applied, main, bf)
-                return DecisionPoint(time=t, snapshot=self.snapshot())
+                snap = self.snapshot()  # (a Gated policy's futile call is skipped too)
+                if self._gated is None or not self._gated.futile(snap):
+                    self._instant = (changed, applied, main, bf)
+                    return DecisionPoint(time=t, snapshot=snap)
             self._end_instant(changed, applied, main, bf, False)
 
     def apply(self, decision: Decision) -> None:

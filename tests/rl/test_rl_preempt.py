@@ -24,7 +24,7 @@ from slurm_rl.core import (  # noqa: E402
     NodeView,
     Progress,
 )
-from slurm_rl.policies.capabilities import OracleReading, Preempting  # noqa: E402
+from slurm_rl.policies.capabilities import Gated, OracleReading, Preempting  # noqa: E402
 from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
 from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
 from slurm_rl.rl import model as rl_model  # noqa: E402
@@ -107,9 +107,18 @@ def test_preempts_what_the_network_scores_below_the_pending_job() -> None:
     assert not policies.make("rl", preempt_margin=100.0).decide(s).preemptions
 
 
-def test_no_arrival_and_nothing_fits_decides_nothing() -> None:
-    d = policies.make("rl", preempt_margin=0.0).decide(_snap(arrived=False))
-    assert d.order == () and d.preemptions == ()
+def test_no_arrival_and_nothing_fits_is_futile_but_decide_still_orders() -> None:
+    """The simulator skips such a call (`Gated.futile`: no job fits and none arrived); the
+    daemon, which asks at every cycle, still gets the whole order and the requeues (the
+    same as when the job had just arrived: the network scores the long run below it)."""
+    policy = policies.make("rl", preempt_margin=0.0)
+    assert isinstance(policy, Gated)
+    s = _snap(arrived=False)
+    assert policy.futile(s)
+    d = policy.decide(s)
+    assert [o.job_id for o in d.order] == [JobId("p")]
+    assert [x.job_id for x in d.preemptions] == [JobId("r0")]
+    assert not policy.futile(_snap(arrived=True))
 
 
 def test_a_run_of_protect_run_s_is_not_requeued() -> None:

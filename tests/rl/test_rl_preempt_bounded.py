@@ -27,7 +27,8 @@ def _jobs():  # type: ignore[no-untyped-def]
 
 def _side_by_side(bounded: RLPreempting) -> tuple[int, int, int, list[tuple[Decision, Decision,
                                                                           bool, float]]]:
-    """Run the window with the reference deciding; ask `bounded` at every decision point too.
+    """Run the window with the reference deciding; ask `bounded` at every decision point too,
+    as the simulator would (`futile` first; an empty Decision where it skips the call).
     Returns (points, points where the reference requeues, where both do, the pairs)."""
     jobs = _jobs()
     ref = StraightforwardRL()
@@ -38,7 +39,8 @@ def _side_by_side(bounded: RLPreempting) -> tuple[int, int, int, list[tuple[Deci
     pairs = []
     while (point := sim.step()) is not None:
         r = ref.decide(point.snapshot)
-        b = bounded.decide(point.snapshot)
+        b = (Decision(policy=bounded.name) if bounded.futile(point.snapshot)
+             else bounded.decide(point.snapshot))
         pairs.append((r, b, nothing_fits(point.snapshot), point.snapshot.time))
         sim.apply(r)
     both = sum(1 for r, b, _, _ in pairs if r.preemptions and b.preemptions)

@@ -55,3 +55,16 @@ def test_extra_feature_columns_are_ignored_as_torch_does() -> None:
     with torch.no_grad():
         want = net.scores(torch.from_numpy(rows), torch.from_numpy(cluster)).numpy()
     np.testing.assert_allclose(scorer.scores(rows, cluster), want, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("n", [31, 32, 256, 3000])
+def test_the_one_thread_blas_limit_gives_the_same_scores_bit_for_bit(n: int) -> None:
+    """From _ONE_THREAD_ROWS rows on, `scores` runs under a one-thread BLAS limit: the same
+    float32 products as without it (each thread computes whole output blocks)."""
+    net, _ = rl_model.load(default_checkpoint())
+    state = {k: v.detach().numpy() for k, v in net.state_dict().items()}
+    scorer = NumpyScorer.from_state(state, net.cfg.job_features)
+    rng = np.random.default_rng(n)
+    rows = rng.normal(0, 1, (n, net.cfg.job_features)).astype(np.float32)
+    cluster = rng.normal(0, 1, (net.cfg.cluster_features,)).astype(np.float32)
+    assert scorer.scores(rows, cluster).tobytes() == scorer._forward(rows, cluster).tobytes()
