@@ -3,10 +3,11 @@
 `decision_from_scores` the training environment uses, so the simulator and the daemon decide as
 training did.
 
-Deterministic (the Gaussian's mean, evaluated in numpy: `rl/scorer.py`). GPU counts unchanged. With
-`preempt_margin` unset (None) it is order-only and stateless; set (a number >= 0), `new` builds
-the PREEMPTIVE form (`policies/rl_preempt.py`): running jobs the same network scores below a
-pending job that does not fit by more than the margin are requeued (`plan_preemptions`).
+Deterministic (the Gaussian's mean, evaluated in numpy: `rl/scorer.py`). GPU counts
+unchanged. By default (`preempt_margin` 0) `new` builds the PREEMPTIVE form
+(`policies/rl_preempt.py`): running jobs the same network scores below a pending job that does
+not fit by more than the margin are requeued (`plan_preemptions`); with `preempt_margin=none`
+it is order-only and stateless (`RL`).
 `preempt_by_work` here is the imitation teacher's preemption (stated remaining GPU-seconds;
 benchmarks/rl_teachers.py). torch is imported when the policy is built, never when policy names
 are listed, so `rlsbatch` never loads it.
@@ -146,16 +147,16 @@ class RL(LearnedOrder):
 
 
 def new(**options: Any) -> LearnedOrder:
-    """Options: checkpoint (the shipped one); preempt_margin (none: order-only; a number >=
-    0: preemptive, `policies/rl_preempt.py`, with its options rescore_s, max_restarts,
-    protect_gpus and protect_run_s)."""
-    margin = options.get("preempt_margin")
+    """Options: checkpoint (the shipped one); preempt_margin (default 0: preemptive,
+    `policies/rl_preempt.py`, with its options rescore_s, max_restarts, protect_gpus and
+    protect_run_s; none: order-only, the network's order of pending jobs alone)."""
+    margin = options.get("preempt_margin", 0.0)
     if margin is None or margin == "none":
         rest = {k: v for k, v in options.items() if k != "preempt_margin"}
         extra = sorted(set(rest) & {"rescore_s", "max_restarts", "protect_gpus", "protect_run_s"})
         if extra:
-            raise ValueError(f"{', '.join(extra)}: only with preempt_margin set")
+            raise ValueError(f"{', '.join(extra)}: not with preempt_margin=none (order-only)")
         return build(RL, rest)
     from slurm_rl.policies import rl_preempt
 
-    return rl_preempt.new(**options)
+    return rl_preempt.new(**{**options, "preempt_margin": margin})

@@ -23,6 +23,7 @@ from policy_builders import NOW, TableOracle, job, nodes, running, snap
 from slurm_rl import policies
 from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobState, JobView, Policy
 from slurm_rl.policies.capabilities import (
+    Gated,
     Observing,
     OracleReading,
     Preempting,
@@ -161,15 +162,15 @@ def test_oracles_are_named_and_declared_as_such(name: str) -> None:
 def test_the_shipped_policies_declare_what_they_do() -> None:
     def caps(name: str) -> set[str]:
         p = policies.make(name)
-        return {c.__name__ for c in (Preempting, Resizing, Stateful, Observing, OracleReading)
-                if isinstance(p, c)}
+        return {c.__name__ for c in (Preempting, Resizing, Stateful, Observing, OracleReading,
+                                     Gated) if isinstance(p, c)}
 
     assert {n: caps(n) for n in sorted(SHIPPED)} == {
         "deadline": set(), "edf": set(), "fifo": set(), "elasticflow": {"Resizing"},
         "sjf": {"Stateful", "Observing"}, "sjf-oracle": {"OracleReading"},
         "srtf-oracle": {"Preempting", "OracleReading"},
         "srtf2d-oracle": {"Preempting", "OracleReading"}, "gittins": {"Preempting"},
-        "tiresias": {"Preempting", "Stateful"}, "rl": set()}
+        "tiresias": {"Preempting", "Stateful"}, "rl": {"Preempting", "Stateful", "Gated"}}
 
 
 def test_the_full_snapshot_exercises_preemption_and_resizing() -> None:

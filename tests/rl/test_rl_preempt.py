@@ -1,4 +1,4 @@
-"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl_preempt.py): off by
+"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl_preempt.py): on by
 default; when on, it requeues exactly the running jobs the network scores below a pending job
 by more than the margin (through the preemption planner), except those its guards protect;
 `running_rows` shows a running job's remaining time-limit estimate; a bad margin is one clear
@@ -52,11 +52,13 @@ def _snap(arrived: bool = True) -> ClusterSnapshot:
     return ClusterSnapshot(time=NOW, jobs=(*run, pend), nodes=nodes)
 
 
-def test_default_is_order_only_and_the_option_declares_preempting() -> None:
-    assert not isinstance(policies.make("rl"), Preempting)
-    p = policies.make("rl", preempt_margin=0.0)
+def test_default_is_preemptive_and_none_is_order_only() -> None:
+    p = policies.make("rl")
+    assert isinstance(p, RLPreempting) and p.preempt_margin == 0.0
     assert isinstance(p, Preempting) and not isinstance(p, OracleReading)
+    assert p == policies.make("rl", preempt_margin=0.0)
     assert not isinstance(policies.make("rl", preempt_margin="none"), Preempting)
+    assert not isinstance(policies.make("rl", preempt_margin=None), Preempting)
 
 
 @pytest.mark.parametrize("bad", ["x", -1.0, float("nan")])

@@ -129,8 +129,10 @@ def test_bad_options_are_one_clear_error(option: str, value: object) -> None:
 
 
 def test_guard_options_need_preemption() -> None:
-    with pytest.raises(ValueError, match="only with preempt_margin"):
-        policies.make("rl", max_restarts=1)
+    assert policies.make("rl", max_restarts=1) == policies.make("rl", preempt_margin=0.0,
+                                                                max_restarts=1)
+    with pytest.raises(ValueError, match="not with preempt_margin=none"):
+        policies.make("rl", preempt_margin="none", max_restarts=1)
 
 
 def test_some_rows_are_the_rows_features_gives() -> None:
