@@ -96,8 +96,8 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip="4-9 minutes; evaluate on a small scenario file is "
                  "tests/test_first_hour_errors.py and tests/sim/test_sim_cli.py"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
-                           "--workers 2   # about 40 min on 2 cores"):
-        How(skip="about 40 minutes (as above)"),
+                           "--workers 2   # about 10 min on 2 cores"):
+        How(skip="about 10 minutes, 40 on a busy host (as above)"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference profile            "
                           "# regenerate profiles + CPU times (~5 s)"):
         How(skip="rewrites the shipped profiles (tests/inference cover the command)"),

@@ -1,354 +1,239 @@
-"""`deadline`: the daemon's deadline-aware heuristic (issue 3). Non-preemptive.
+"""`deadline`: the daemon's deadline-aware heuristic (issues 3 and 11): reserve each deadline
+job's minimum share, run the rest best-effort shortest first, give spare GPUs where they
+shorten a job the most.
 
-For each managed pending job, the predicted remaining time at a GPU count g is the first known of
+Estimates. A job's predicted remaining time at g GPUs is the first known of
 `JobView.predicted_remaining_s`, progress ((steps_total − steps_done) / rate), intent.total_steps
 at the profiled throughput of its model, or the time limit (an upper bound), moved to g along the
-model's speed-up curve (`perfmodel.scaled_rate`). Candidate counts: the job's count, or, with an
-intent GPU range, its ends and the powers of two between them that place within one node or on
-whole nodes (`gpu_counts.allowed_counts`). Its expected start at g is now if g GPUs are free on the
-nodes now, else when enough running jobs are expected to end (their own estimates; now if they
-cannot tell). Expected end = start + remaining; slack = deadline − expected end.
+model's speed-up curve (`estimates.remaining_at`); never a true duration. Candidate counts: the
+job's count, or, with an intent GPU range, its ends and the powers of two between them that
+place within one node or on whole nodes (`gpu_counts.allowed_counts`).
 
-Order (ties by submit time, then id):
-  1. deadline jobs that can make it, critical class first, then standard, each by slack at the
-     fewest GPUs that make it;
-  2. soft-deadline jobs that will miss, and hard ones at risk (they would make it only if
-     started now), critical first, least late first: a job that is only a little late finishes
-     first and a hopeless wide one does not hold the whole queue behind its reservation;
-  3. jobs without a deadline, by age;
-  4. besteffort jobs (never delay the other classes): those that can make a deadline by slack,
-     then the rest by age;
-  5. hard-deadline jobs that could not make it even if started now at their most GPUs: demoted
-     to the back rather than allowed to block others.
-A deadline job whose duration is unknown counts as able to make it, with slack deadline − now;
-so does one known only by a time limit longer than the time left (a bound proves no miss).
+1. Plan (deadline_plan.py; one job's records: deadline_jobs.py). GPUs in use over time form a
+   cluster-wide profile: running jobs hold theirs until their estimated ends (unknown: for ever),
+   running elastic jobs only their first count. Deadline jobs then reserve (besteffort-class ones
+   never), running elastic ones first (critical first, then by deadline), then the pending ones
+   in submit order (an older reservation is never pushed out by a newcomer): the *minimum share*,
+   the fewest GPUs whose predicted time, started at the earliest time the profile has room (now,
+   for a running job, which pays `resize_cost_s` for a count other than its own), ends by the
+   deadline. When some job finds no room, the plan is made again cheapest first (GPU-seconds of
+   the fewest GPUs that make the deadline started now), and the plan that reserves more jobs is
+   kept (ties: submit order). A job with no such count is *late*: run best-effort (a hard one
+   that misses even started now at its fastest count is *demoted*, last). A job whose duration is
+   unknown, or bounded only by a time limit longer than the time left, holds its first count
+   until its deadline, unchecked (a bound proves no miss).
+2. No buying priority (urgency.py): a user's reserved pending jobs may ask for at most
+   `urgent_share` of the GPUs at their shares (running deadline jobs counted first, then by
+   class and deadline); those beyond it are planned again as best-effort jobs without a
+   deadline. Late jobs get no boost, so they use no share. Only while jobs of two or more users
+   wait; jobs without a user are never capped.
+3. Now. A running elastic job whose share exceeds its count grows to it. Reserved pending jobs
+   whose planned start is now start at their share; when one does not fit, running elastic jobs
+   give back GPUs above their floors (their share, or first count), those without a reservation
+   first, widest first; every start and resize must place with all of the decision's. Then the
+   best-effort jobs (late, capped, without a deadline), by submit time + predicted remaining
+   time at their first count (shortest first among jobs of one age; a job that has waited its
+   own length passes every later one, so nothing starves), each at its first count, where it
+   fits and delays no reservation of the profile; they may take back GPUs that running jobs
+   without a reservation hold above their floors.
+4. Spare GPUs, one allowed step at a time, to the starting and running elastic jobs whose
+   predicted remaining time drops the most per extra GPU (a running job pays the restart once),
+   while a step cuts it by at least `min_gain`.
+Rank order: reserved jobs (critical first, then by deadline), best-effort jobs (their order),
+demoted jobs.
 
-No buying priority (urgency.py): a user's jobs in groups 1-2 may hold and ask for at most
-`urgent_share` of the cluster's GPUs (running deadline jobs counted first, then the pending ones
-in this order); those beyond it are ordered in group 3, by age. Only while jobs of two or more
-users wait; jobs without a user are never capped.
-
-GPU counts (jobs with a range only): the base is the fewest GPUs that make the deadline; for a
-late job the count with the earliest expected end; else the range minimum. Walking the order over
-the free GPUs per node, a job that can start now may get a larger count, one step at a time,
-while each step cuts its predicted remaining time by at least `min_gain` and every job after it
-that could start now at its base still can. A job that cannot start now keeps its base.
-
-Cost (docs/simulator.md, benchmarks): what a pending job's view alone decides (estimate, counts,
-layouts, remaining times) is kept while the view is the same object (views are immutable, and a
-pending job's estimate does not move with the clock); the running jobs' expected ends are worked
-out only when some job does not fit now; start times are shared by jobs of one shape; reasons
-are formatted when read. tests/policies/test_deadline_fast.py checks it against the plain
-version (reference_deadline.py).
+Cost (docs/policies.md): what a pending job's view alone decides (estimate, counts, remaining
+times, order keys, past hope) is kept while the view is the same object (views are immutable, a
+pending job's estimate does not move with the clock, and the clock only moves on); the running
+jobs' profile is built only once a job does not fit now. tests/policies/test_deadline_fast.py
+checks it against the same rules written plainly (reference_deadline.py).
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, ServiceClass
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Resize, ServiceClass, id_key
 from slurm_rl.policies import urgency
-from slurm_rl.policies.capacity import Capacity, job_layout, job_parts
-from slurm_rl.policies.estimates import Estimate, Source, estimate_remaining, remaining_at
+from slurm_rl.policies.deadline_jobs import Fate, Job, Share, make_job, resizable
+from slurm_rl.policies.deadline_plan import Round
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
-from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.options import build
-from slurm_rl.policies.ordering import Ranked, Reason, managed_pending, orders, submit_key
-from slurm_rl.policies.start_times import Starts
+from slurm_rl.policies.ordering import Ranked, managed_pending, orders
 from slurm_rl.policies.urgency import DEFAULT_SHARE, check_share, deadline_not_besteffort
 
 NAME = "deadline"
-
-_CRIT, _BE = ServiceClass.CRITICAL, ServiceClass.BESTEFFORT
-_BE_LATE = (4, 1, 0.0)
-"""A late besteffort job's place: with the besteffort jobs that have no deadline."""
-
-
-@dataclass(slots=True, kw_only=True)
-class _Job:
-    """What a pending job's view alone decides, for the node size (and, with a GPU range, the
-    cluster size) it was made for."""
-
-    view: JobView
-    node_cap: int
-    total: int | None
-    """The cluster's usable GPUs the counts were capped at (None: no range, not needed)."""
-    counts: tuple[int, ...]
-    shapes: tuple[tuple[tuple[int, ...], int], ...]
-    """(layout, GPUs) at each count: what its start time depends on."""
-    rem: dict[int, float]
-    """Predicted remaining time at each count (inf: unknown)."""
-    est: Estimate | None
-    src: str
-    cls: ServiceClass
-    deadline: float | None
-    hard: bool
-    in_time: int
-    """Its group when it can make its deadline (critical 0, standard 1, besteffort 4)."""
-    late_group: int
-    """Its subgroup of group 2 when late (critical 0, standard 1; besteffort -1: _BE_LATE)."""
-    special: bool
-    """A GPU range, or a submit time that is NaN (see decide)."""
-    user: str
-    """Its user where the urgent share may cap it (a user, a deadline, not besteffort), else ""."""
-    fixed: _Plan | None = None
-    """The plan when it does not depend on the clock (no deadline)."""
-
-
-@dataclass(slots=True)
-class _Plan:
-    job: _Job
-    sort: tuple[int, int, float]
-    """(group, subgroup, key) as in the module docstring."""
-    base: int
-    why: Reason
 
 
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
-    # Declares no capability (capabilities.py): it only orders jobs and sets GPU counts, so
-    # the simulator may skip decide() calls that could not change anything. The memo below
-    # changes no decision (tests/policies/test_deadline_fast.py).
-    min_gain: float = 0.2
-    """An extra GPU step must shorten the predicted remaining time by at least this fraction."""
+    # Declares Resizing (capabilities.py) only: it keeps nothing between calls but a memo of
+    # what pending views decide (tests/policies/test_deadline_fast.py).
+    min_gain: float = 0.1
+    """A spare GPU step must shorten the predicted remaining time by at least this fraction."""
+    resize_cost_s: float = 30.0
+    """Restart time assumed for resizing a running elastic job (checkpoint, requeue, reload)."""
     urgent_share: float = DEFAULT_SHARE
     """A user's urgent jobs (urgency.py) hold and ask for at most this share of the GPUs; the
-    rest are ordered as standard jobs without a deadline."""
-    _jobs: dict[JobId, _Job] = field(default_factory=dict, init=False, repr=False,
-                                     compare=False)
-    """The last call's pending jobs (see _Job)."""
+    rest are ordered as jobs without a deadline."""
+    _jobs: dict[JobId, Job] = field(default_factory=dict, init=False, repr=False,
+                                    compare=False)
+    _shape: list[int] = field(default_factory=lambda: [-1, -1], init=False, repr=False,
+                              compare=False)
+    _running: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
+    """[running_ids object, the ids among them it may resize] of the last call."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
             raise ValueError(f"min_gain must be in [0, 1), got {self.min_gain}")
+        if not self.resize_cost_s >= 0:
+            raise ValueError(f"resize_cost_s must be >= 0, got {self.resize_cost_s}")
         check_share(self.urgent_share)
 
-    def _job(self, view: JobView, now: float, node_cap: int, total: int | None) -> _Job:
-        rng = gpu_range(view)
-        counts = tuple(allowed_counts(*rng, node_cap, total) if rng and total is not None
-                       else [view.gpus])
-        est = estimate_remaining(view, now)  # pending: the clock plays no part
-        it = view.intent
-        cls = it.service_class if it else ServiceClass.STANDARD
-        j = _Job(view=view, node_cap=node_cap, total=total if rng else None, counts=counts,
-                 shapes=tuple((job_parts(view, g, node_cap), g) for g in counts),
-                 rem={g: remaining_at(view, est, g) if est else math.inf for g in counts},
-                 est=est, src=f" ({est.source.value})" if est else "", cls=cls,
-                 deadline=it.deadline if it else None, hard=it is not None and it.hard,
-                 in_time=4 if cls is _BE else (0 if cls is _CRIT else 1),
-                 late_group=-1 if cls is _BE else (0 if cls is _CRIT else 1),
-                 special=bool(rng) or math.isnan(view.submit_time),
-                 user=view.user if view.user and deadline_not_besteffort(it) else "")
-        if j.deadline is None:
-            be = cls is _BE
-            j.fixed = _Plan(j, (4, 1, 0.0) if be else (3, 0, 0.0), counts[0],
-                            partial(_why_no_deadline, be, view.submit_time))
-        return j
-
-    def _plan(self, j: _Job, now: float, starts: Starts) -> _Plan:
-        if j.fixed is not None:
-            return j.fixed
-        d = j.deadline
-        assert d is not None
-        if j.est is None:
-            return _Plan(j, (j.in_time, 0, d - now), j.counts[0],
-                         partial(_why_unknown, j.cls, d, now))
-        counts, rem = j.counts, j.rem
-        if len(counts) == 1:  # most jobs: no GPU range
-            g = counts[0]
-            start = starts.at(j.shapes[0])
-            end = start + rem[g]
-            if end <= d:
-                slack = d - end
-                return _Plan(j, (j.in_time, 0, slack), g,
-                             partial(_why_ok, j, g, slack, start - now))
-            at_risk = now + rem[g] <= d
-            if at_risk or not (j.hard or j.est.source is Source.TIME_LIMIT):
-                late = end - d  # late, as in _late (the usual case, inline)
-                return _Plan(j, (2, j.late_group, late) if j.late_group >= 0 else _BE_LATE, g,
-                             partial(_why_late, j, g, late, at_risk))
-            return _late(j, now, g, end, at_risk)
-        start_at = {g: starts.at(shape) for g, shape in zip(counts, j.shapes, strict=True)}
-        end_at = {g: start_at[g] + rem[g] for g in counts}
-        for g in counts:
-            if end_at[g] <= d:
-                slack = d - end_at[g]
-                return _Plan(j, (j.in_time, 0, slack), g,
-                             partial(_why_ok, j, g, slack, start_at[g] - now))
-        best = min(counts, key=lambda g: (end_at[g], g))
-        return _late(j, now, best, end_at[best], any(now + rem[g] <= d for g in counts))
+    def may_resize(self, job: JobView) -> bool:
+        """Resizing (capabilities.py): running elastic managed jobs with a GPU range."""
+        return resizable(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         now = snapshot.time
-        cap = Capacity.of(snapshot)
-        node_cap = cap.node_cap
-        starts = Starts(snapshot, cap)
-        total: int | None = None  # the cluster's usable GPUs, once a job with a range needs it
-        old, jobs, plans, special, named = self._jobs, {}, [], [], False
+        fc = snapshot.free_counts
+        if fc is not None:  # every usable node has len(fc) - 1 GPUs (core.ClusterSnapshot)
+            usable = sum(fc)
+            node_cap = len(fc) - 1 if usable else 0
+            total = node_cap * usable
+            alloc = total - sum(f * c for f, c in enumerate(fc))
+        else:
+            node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable), default=0)
+            total = snapshot.gpus_total
+            alloc = sum(n.gpus_alloc for n in snapshot.nodes if n.state.usable)
+        if self._shape != [node_cap, total]:
+            self._jobs.clear()
+            self._shape[:] = [node_cap, total]
+        old, jobs = self._jobs, {}
         for v in managed_pending(snapshot):
             j = old.get(v.id)
-            if j is not None and (j.view is not v or j.node_cap != node_cap):
-                j = None
-            elif j is not None and j.total is not None:  # a range: counts capped at total
-                total = snapshot.gpus_total if total is None else total
-                j = j if j.total == total else None
-            if j is None:
-                if total is None and gpu_range(v):
-                    total = snapshot.gpus_total
-                j = self._job(v, now, node_cap, total)
+            if j is None or j.view is not v:
+                j = make_job(v, now, node_cap, total)
             jobs[v.id] = j
-            plans.append(self._plan(j, now, starts))
-            if j.special:
-                special.append(j)
-            if j.user:
-                named = True
-        self._jobs.clear()
-        self._jobs.update(jobs)
-        # Stable: ties keep managed_pending's submit order, as sorting by (sort, submit_key)
-        # would (unless a submit time is NaN, which orders nothing).
-        if any(j.view.submit_time != j.view.submit_time for j in special):
-            plans.sort(key=lambda p: (p.sort, submit_key(p.job.view)))
-        else:
-            plans.sort(key=_sort_key)
-        if named:
-            self._cap(plans, snapshot)
-        counts = (self._counts(plans, cap) if any(len(j.counts) > 1 for j in special)
-                  else {})
+        old.clear()
+        old.update(jobs)
+        pending = list(jobs.values())
+        ids = self._elastic_ids(snapshot)
+        elastic = [v for v in snapshot.running if v.id in ids] if ids else []
+        r = Round(snapshot, pending, min_gain=self.min_gain, resize_cost_s=self.resize_cost_s,
+                  capped=partial(self._capped, snapshot), shape=(node_cap, total, alloc),
+                  elastic=elastic)
+        ranked_jobs = r.allocate()
+        r.spare()
         ranked: list[Ranked] = []
-        for p in plans:
-            j = p.job
-            if j.total is None:  # no range: no count to give
-                ranked.append((j.view, p.why, None))
+        start, share, why = r.start, r.share, partial(_why, r, self.urgent_share)
+        for j in ranked_jobs:
+            if not j.ranged:  # most jobs: no count to give
+                ranked.append((j.view, partial(why, j, j.counts[0]), None))
                 continue
-            g = counts.get(j.view.id, p.base)
-            why = p.why if g == p.base else partial(_given, p.why, g, j.rem[p.base], j.rem[g])
-            ranked.append((j.view, why, g))
-        return Decision(policy=self.name, order=orders(ranked))
+            jid = j.view.id
+            sh = share.get(jid)
+            g = start.get(jid, sh.gpus if sh is not None else j.counts[0])
+            ranked.append((j.view, partial(why, j, g), g))
+        resizes = []
+        for jid, g in sorted(r.size.items(), key=lambda e: id_key(e[0])):
+            rj = r.run_jobs[jid]
+            if g != rj.view.gpus:
+                resizes.append(Resize(job_id=jid, gpus=g, reason=_why_resize(r, rj, g)))
+        return Decision(policy=self.name, order=orders(ranked), resizes=tuple(resizes))
 
-    def _cap(self, plans: list[_Plan], snapshot: ClusterSnapshot) -> None:
-        """Orders as standard, without a deadline, the urgent jobs (sort groups 0-2: the module
-        docstring's 1 and 2) that would take their user over the urgent share (urgency.py), and
-        re-sorts `plans` if any."""
-        urgent = [i for i, p in enumerate(plans) if p.job.user and p.sort[0] <= 2]
+    def _elastic_ids(self, snapshot: ClusterSnapshot) -> frozenset[JobId]:
+        """Ids of the running jobs it may resize: kept with the running set they were found
+        in, updated from the runs started and stopped since where the snapshot says which
+        (`running_changes`), else found in every running view."""
+        ids = snapshot.running_ids
+        memo = self._running
+        if memo and memo[0] is ids:
+            return memo[1]
+        changes = snapshot.running_changes
+        if memo and changes is not None and changes.since is memo[0]:
+            started = changes.started
+            gone = {jid for jid, _ in changes.stopped} | {v.id for v in started}
+            found = (memo[1] - gone) | {v.id for v in started if resizable(v)}
+        else:
+            found = frozenset(v.id for v in snapshot.running if resizable(v))
+        self._running[:] = [ids, found]
+        return found
+
+    def _capped(self, snapshot: ClusterSnapshot, urgent: list[tuple[Job, int]]) -> set[JobId]:
+        """Reserved pending jobs (job, share) over their user's urgent share (urgency.py),
+        taken in plan order."""
         if not urgent:
-            return
-        over = urgency.capped_in(snapshot, [(plans[i].job.user, plans[i].base) for i in urgent],
-                                 deadline_not_besteffort, self.urgent_share,
-                                 {p.job.view.user for p in plans})
-        if not over:
-            return
-        for k in over:
-            p = plans[urgent[k]]
-            j = p.job
-            plans[urgent[k]] = _Plan(j, (3, 0, 0.0), j.counts[0],
-                                     partial(_why_capped, j.user, self.urgent_share, p.why))
-        plans.sort(key=lambda p: (p.sort, submit_key(p.job.view)))
-
-    def _counts(self, plans: list[_Plan], cap: Capacity) -> dict[JobId, int]:
-        """GPU counts for jobs that can start now: base, or more while it pays (see module)."""
-        probe = cap.copy()
-        starters = []
-        for p in plans:
-            # With no GPU left only a job of no GPUs could start (it needs no node).
-            if not p.job.view.held and (probe.total_free > 0 or p.base <= 0) and probe.take(
-                    job_layout(p.job.view, p.base, cap.node_cap)):
-                starters.append(p)
-        layouts = [job_layout(p.job.view, p.base, cap.node_cap) for p in starters]
-        free = cap.copy()
-        out: dict[JobId, int] = {}
-        for i, p in enumerate(starters):
-            j = p.job
-            g = p.base
-            for c in (c for c in j.counts if c > p.base):
-                if j.rem[c] > j.rem[g] * (1 - self.min_gain):
-                    break
-                trial = free.copy()
-                if not trial.take(job_layout(j.view, c, cap.node_cap)):
-                    break
-                if not all(trial.take(parts) for parts in layouts[i + 1:]):
-                    break
-                g = c
-            free.take(job_layout(j.view, g, cap.node_cap))
-            out[j.view.id] = g
-        return out
-
-
-def _late(j: _Job, now: float, best: int, end: float, at_risk: bool) -> _Plan:
-    """The plan of a deadline job with an estimate that ends too late at every count: `best`,
-    the count with the earliest expected end, `end`; `at_risk`: it would make it if started
-    now at some count."""
-    d = j.deadline
-    assert d is not None and j.est is not None
-    if not at_risk and j.est.source is Source.TIME_LIMIT:
-        return _Plan(j, (j.in_time, 0, d - now), j.counts[0], partial(_why_bound, j, now))
-    if not at_risk and j.hard:
-        return _Plan(j, (5, 0, 0.0), j.counts[0], partial(_why_demoted, j, now))
-    late = end - d
-    sort = (2, j.late_group, late) if j.late_group >= 0 else _BE_LATE
-    return _Plan(j, sort, best, partial(_why_late, j, best, late, at_risk))
-
-
-def _sort_key(p: _Plan) -> tuple[int, int, float]:
-    return p.sort
+            return set()
+        urgent.sort(key=lambda e: e[0].plan_key)
+        waiting = {v.user for v in snapshot.pending if v.managed}
+        over = urgency.capped_in(snapshot, [(j.user, g) for j, g in urgent],
+                                 deadline_not_besteffort, self.urgent_share, waiting)
+        return {urgent[k][0].view.id for k in over}
 
 
 # -- reasons, formatted when read -------------------------------------------------------------
 
-def _why_no_deadline(be: bool, submitted: float) -> str:
-    why = f"no deadline: by age, submitted {fmt_time(submitted)}"
-    return f"besteffort, {why}" if be else why
-
-
-def _why_unknown(cls: ServiceClass, d: float, now: float) -> str:
-    return (f"{cls.value}, deadline {fmt_time(d)}, duration unknown: "
-            f"slack <= {fmt_dur(d - now)}")
-
-
-def _why_ok(j: _Job, g: int, slack: float, wait: float) -> str:
-    when = "" if wait <= 0 else f", starts in ~{fmt_dur(wait)}"
-    assert j.deadline is not None
-    return (f"{j.cls.value}, slack {fmt_dur(slack)}, deadline {fmt_time(j.deadline)}, "
-            f"needs {g} GPUs (est {fmt_dur(j.rem[g])}{j.src}{when})")
-
-
-def _why_bound(j: _Job, now: float) -> str:
-    d, lo = j.deadline, j.counts[0]
-    assert d is not None
-    return (f"{j.cls.value}, deadline {fmt_time(d)}, time limit "
-            f"{fmt_dur(j.rem[lo])} is longer than the {fmt_dur(d - now)} left "
-            f"(an upper bound only): slack <= {fmt_dur(d - now)}")
-
-
-def _why_demoted(j: _Job, now: float) -> str:
+def _why(r: Round, share: float, j: Job, g: int) -> str:
+    jid = j.view.id
+    fate = r.fate[jid]
+    src = f" ({j.est.source.value})" if j.est is not None else ""
     d = j.deadline
-    assert d is not None
-    best = min(j.counts, key=lambda g: (j.rem[g], g))
-    return (f"demoted: hard deadline {fmt_time(d)} unreachable "
-            f"(est {fmt_dur(j.rem[best])} at {best} GPUs{j.src}, {fmt_dur(d - now)} left)")
+    grown = (f"; given {g} GPUs (spare, est {fmt_dur(j.rem(j.counts[0]))} -> "
+             f"{fmt_dur(j.rem(g))})" if jid in r.grown else "")
+    if fate is Fate.RESERVED:
+        assert d is not None
+        sh = r.share[jid]
+        return f"{j.cls.value}, deadline {fmt_time(d)}, {_share(r, sh, src)}{grown}"
+    if fate is Fate.UNKNOWN:
+        assert d is not None
+        return (f"{j.cls.value}, deadline {fmt_time(d)}, duration unknown or only bounded: "
+                f"holds {r.share[jid].gpus} GPUs until it, unchecked")
+    if fate is Fate.DEMOTED:
+        assert d is not None
+        best = min(j.counts, key=lambda c: (j.rem(c), c))
+        return (f"demoted: hard deadline {fmt_time(d)} unreachable (est {fmt_dur(j.rem(best))} "
+                f"at {best} GPUs{src}, {fmt_dur(d - r.now)} left)")
+    first = j.counts[0]
+    be = (f"best-effort, shortest first by age: submitted {fmt_time(j.view.submit_time)}, "
+          f"est {fmt_dur(j.rem(first))} at {first} GPUs{src}")
+    start = "; starts now" if jid in r.start else ""
+    if fate is Fate.LATE:
+        assert d is not None
+        kind = "hard" if j.hard else "soft"
+        text = (f"{j.cls.value}, {kind} deadline {fmt_time(d)} cannot be met given the "
+                f"reservations ahead: {be}")
+    elif fate is Fate.CAPPED:
+        assert d is not None
+        text = urgency.capped_reason(j.user, share, f"{j.cls.value}, deadline {fmt_time(d)}")
+        text = f"{text}: {be}"
+    elif j.view.held:
+        text = f"held: {be}"
+    elif j.cls is ServiceClass.BESTEFFORT:
+        dtext = "" if d is None else f", deadline {fmt_time(d)} reserves nothing"
+        text = f"besteffort class{dtext}, after the other classes: {be}"
+    else:
+        text = f"no deadline: {be}"
+    return f"{text}{start}{grown}"
 
 
-def _why_late(j: _Job, best: int, late: float, at_risk: bool) -> str:
-    assert j.deadline is not None
-    kind = "hard" if j.hard else "soft"
-    what = (f"at risk: would make it only if started now; expected {fmt_dur(late)} late"
-            if at_risk else f"missed by {fmt_dur(late)}")
-    return (f"{j.cls.value}, {kind} deadline {fmt_time(j.deadline)} {what} at {best} "
-            f"GPUs (est {fmt_dur(j.rem[best])}{j.src}): by lateness")
+def _share(r: Round, sh: Share, src: str) -> str:
+    when = ("starts now" if sh.start <= r.now else f"planned start in {fmt_dur(sh.start - r.now)}")
+    dur = "" if sh.dur is None else f" (est {fmt_dur(sh.dur)}{src})"
+    return f"min share {sh.gpus} GPUs{dur}, {when}"
 
 
-def _why_capped(user: str, share: float, why: Reason) -> str:
-    return urgency.capped_reason(user, share, why if isinstance(why, str) else why())
-
-
-def _given(why: Reason, g: int, before: float, after: float) -> str:
-    text = why if isinstance(why, str) else why()
-    return f"{text}; given {g} GPUs (free, est {fmt_dur(before)} -> {fmt_dur(after)})"
+def _why_resize(r: Round, rj: Job, g: int) -> str:
+    jid = rj.view.id
+    parts = [r.notes[jid]] if jid in r.notes else []
+    if jid in r.grown:
+        parts.append(f"spare GPUs: est {fmt_dur(rj.rem(rj.view.gpus))} -> {fmt_dur(rj.rem(g))}")
+    return "; ".join(parts) or f"to {g} GPUs"
 
 
 def new(**options: Any) -> DeadlinePolicy:
-    """Options: min_gain (0.2), urgent_share (0.25)."""
+    """Options: min_gain (0.1), resize_cost_s (30.0), urgent_share (0.25)."""
     return build(DeadlinePolicy, options)

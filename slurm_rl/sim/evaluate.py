@@ -134,9 +134,10 @@ def run_task(task: Task) -> dict[str, Any]:
     sizing = Sizing(gpus_per_node=task.gpus_per_node, nodes=task.nodes, load=task.load)
     engine = from_table(EngineConfig, {**task.engine, "nodes": 1,
                                        "gpus_per_node": task.gpus_per_node})
-    result = simulate(jobs, task.policy, sizing, engine=engine, seed=task.seed,
-                      policy_options=task.policy_options)
+    policy = policies.make(task.policy, **task.policy_options)
+    result = simulate(jobs, policy, sizing, engine=engine, seed=task.seed)
     out = metrics.summary(result)
+    out["declined"] = metrics.declined(policy)
     out.update(trace=task.trace.name, target_load=task.load,
                offered_load=offered_load(jobs, result.config.nodes, task.gpus_per_node),
                oracle=task.policy in policies.ORACLES)

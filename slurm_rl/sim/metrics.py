@@ -6,7 +6,7 @@ import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from slurm_rl.sim.results import Interval, JobRecord, SimResult
 
@@ -19,6 +19,19 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+@runtime_checkable
+class Declining(Protocol):
+    """A policy that declines deadline jobs at admission (`elasticflow`) and counts them."""
+
+    @property
+    def declined_jobs(self) -> int: ...
+
+
+def declined(policy: object) -> int | None:
+    """Deadline jobs the policy declined in its run (None: a policy that declines none)."""
+    return policy.declined_jobs if isinstance(policy, Declining) else None
 
 
 def deadline_hit_rate(jobs: Sequence[JobRecord]) -> float | None:

@@ -20,7 +20,7 @@ def _group(runs: Sequence[dict[str, Any]]) -> dict[Key, list[dict[str, Any]]]:
 
 
 def _mean(rows: list[dict[str, Any]], key: str) -> float | None:
-    values = [r[key] for r in rows if r[key] is not None]
+    values = [r[key] for r in rows if r.get(key) is not None]
     return statistics.fmean(values) if values else None
 
 
@@ -35,8 +35,8 @@ def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
         "JCT figures in hours, means over seeds; *oracle* policies read true durations "
         "(references, not schedulers).", "",
         "| trace | target load | offered load | nodes | policy | seeds | avg JCT | p50 | p95 | "
-        "p99 | makespan | GPU util | deadline hit |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "p99 | makespan | GPU util | deadline hit | declined |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (trace, load, nodes, policy), rows in sorted(
             _group(runs).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2])):
@@ -49,8 +49,13 @@ def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
             f"{_h(_mean(rows, 'avg_jct_s'))} | {_h(_mean(rows, 'p50_jct_s'))} | "
             f"{_h(_mean(rows, 'p95_jct_s'))} | {_h(_mean(rows, 'p99_jct_s'))} | "
             f"{_h(_mean(rows, 'makespan_s'))} | {_mean(rows, 'gpu_utilization') or 0:.3f} | "
-            + ("–" if hit is None else f"{hit:.3f}") + " |")
+            + ("–" if hit is None else f"{hit:.3f}") + " | "
+            + ("–" if (dec := _mean(rows, "declined")) is None else f"{dec:.0f}") + " |")
     lines.append("")
+    lines.append("*deadline hit*: deadline jobs that ended by their deadline over all deadline "
+                 "jobs (a declined job counts as a miss unless it still ends in time); "
+                 "*declined*: deadline jobs the policy declined at admission (– : a policy "
+                 "that declines none).")
     lines.append("*offered load*: the trace's mean GPU demand over the cluster's GPUs. It falls "
                  "short of the target when the cluster must be larger to hold the widest job.")
     return "\n".join(lines) + "\n"

@@ -1,136 +1,170 @@
-"""The daemon's `deadline` heuristic: slack order, classes, demotion, GPU counts."""
+"""The daemon's `deadline` heuristic: minimum shares reserved by class and deadline, late and
+no-deadline jobs best-effort shortest first (and never starved), spare GPUs where they cut
+the most, running elastic jobs grown and shrunk, GPU counts inside the job's range."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from policy_builders import NOW, ids, job, nodes, order_of, running, snap
 
 from slurm_rl import perfmodel
 from slurm_rl.core import Intent, Progress, ServiceClass
 from slurm_rl.policies import make
+from slurm_rl.policies.capabilities import Resizing
 
 CRIT, BE = ServiceClass.CRITICAL, ServiceClass.BESTEFFORT
+RESNET: dict[str, Any] = {"model": "resnet50", "batch_size": 256}
 
 
 def dl(seconds: float, **kw: object) -> Intent:
     return Intent(deadline=NOW + seconds, **kw)  # type: ignore[arg-type]
 
 
-def test_slack_order_and_reason() -> None:
-    s = snap(job("loose", intent=dl(5000), predicted_remaining_s=1000),   # slack 4000
-             job("tight", intent=dl(2000), predicted_remaining_s=1700),   # slack 300
-             job("mid", intent=dl(9000), predicted_remaining_s=8000, submit=-5),  # slack 1000
-             nodes=nodes(4))
+def speedup(g: int, model: str = "resnet50") -> float:
+    c = perfmodel.curve_for(model, 256)
+    return c.throughput(g) / c.throughput(1)
+
+
+def test_reserved_jobs_by_class_then_deadline_with_reason() -> None:
+    s = snap(job("loose", intent=dl(5000), predicted_remaining_s=1000),
+             job("tight", intent=dl(2000), predicted_remaining_s=1700),
+             job("crit", intent=dl(9000, service_class=CRIT), predicted_remaining_s=100),
+             nodes=nodes(0))
     d = make("deadline").decide(s)
-    assert ids(d) == ["tight", "mid", "loose"]
-    r = order_of(d, "tight").reason
-    assert r == "standard, slack 5m, deadline t=12000s, needs 1 GPUs (est 28m (predicted))"
+    assert ids(d) == ["crit", "tight", "loose"]
+    assert order_of(d, "tight").reason == (
+        "standard, deadline t=12000s, min share 1 GPUs (est 28m (predicted)), starts now")
     assert all(o.gpus is None for o in d.order)  # no GPU ranges here
+    assert isinstance(make("deadline"), Resizing)
 
 
-def test_groups() -> None:
-    s = snap(
-        job("nodl-old", submit=1), job("nodl-new", submit=2),
-        job("std", intent=dl(1000), predicted_remaining_s=100),
-        job("crit-loose", intent=dl(50_000, service_class=CRIT), predicted_remaining_s=100),
-        job("soft-late", intent=dl(100), predicted_remaining_s=1000),
-        job("softer-late", intent=dl(100), predicted_remaining_s=5000),
-        job("hard-late", intent=dl(100, hard=True), predicted_remaining_s=1000, submit=-9),
-        job("be-nodl", intent=Intent(service_class=BE), submit=-10),
-        job("be-dl", intent=dl(300, service_class=BE), predicted_remaining_s=100, submit=3),
-        nodes=nodes(4))
-    d = make("deadline").decide(s)
-    assert ids(d) == ["crit-loose", "std", "soft-late", "softer-late", "nodl-old", "nodl-new",
-                      "be-dl", "be-nodl", "hard-late"]
-    assert order_of(d, "hard-late").reason.startswith("demoted: hard deadline t=10100s")
-    assert order_of(d, "soft-late").reason == (
-        "standard, soft deadline t=10100s missed by 15m at 1 GPUs (est 17m (predicted)): "
-        "by lateness")
-    assert order_of(d, "nodl-old").reason.startswith("no deadline: by age")
-    assert order_of(d, "be-nodl").reason.startswith("besteffort")
-
-
-def test_hard_job_that_can_make_it_at_more_gpus_is_not_demoted() -> None:
-    it = dl(600, hard=True, gpus_min=1, gpus_max=4, model="resnet50", batch_size=256)
+def test_minimum_share_is_the_fewest_gpus_that_meet_the_deadline() -> None:
+    it = dl(600, hard=True, gpus_min=1, gpus_max=4, **RESNET)
     s = snap(job("h", intent=it, predicted_remaining_s=1000), job("other", submit=-1),
-             nodes=nodes(4, 4))  # no free GPUs now
-    d = make("deadline").decide(s)
+             nodes=nodes(0, 0))
+    d = make("deadline", min_gain=0.99).decide(s)  # no spare GPUs given
     assert ids(d) == ["h", "other"]
-    c = perfmodel.curve_for("resnet50", 256)
-    need = next(g for g in (1, 2, 3, 4) if 1000 * c.throughput(1) / c.throughput(g) <= 600)
-    assert order_of(d, "h").gpus == need  # the fewest GPUs that meet the deadline
-    assert f"needs {need} GPUs" in order_of(d, "h").reason
+    need = next(g for g in (1, 2, 4) if 1000 / speedup(g) <= 600)
+    assert order_of(d, "h").gpus == need
+    assert f"min share {need} GPUs" in order_of(d, "h").reason
 
 
-def test_estimate_sources() -> None:
+def test_a_reservation_waits_for_running_jobs_and_blocks_best_effort_that_would_delay_it() -> None:
+    # 8 GPUs: r1 (4) ends in 1000 s. "big" needs 8 GPUs for 400 s by 2000 s: reserved at 1000 s.
+    # "long" (1 GPU, no deadline, 5000 s) fits now but would hold a GPU past 1000 s: it waits;
+    # "short" (1 GPU, 500 s) ends before and starts.
+    s = snap(running("r1", gpus=4, predicted_remaining_s=1000),
+             job("big", gpus=8, intent=dl(2000), predicted_remaining_s=400),
+             job("long", predicted_remaining_s=5000, intent=Intent(total_steps=1)),
+             job("short", predicted_remaining_s=500, submit=1), nodes=nodes(4, 0))
+    d = make("deadline").decide(s)
+    assert ids(d) == ["big", "short", "long"]  # best-effort: submit + remaining time
+    assert order_of(d, "big").reason.endswith("planned start in 17m")
+    assert order_of(d, "short").reason.endswith("; starts now")
+    assert not order_of(d, "long").reason.endswith("starts now")
+
+
+def test_late_jobs_run_best_effort_shortest_first_and_hard_misses_are_demoted() -> None:
+    s = snap(job("soft-long", intent=dl(100), predicted_remaining_s=5000),
+             job("soft-short", intent=dl(100), predicted_remaining_s=1000, submit=1),
+             job("hard-late", intent=dl(100, hard=True), predicted_remaining_s=1000, submit=-9),
+             job("nodl", predicted_remaining_s=3000, submit=2),
+             job("ok", intent=dl(1000), predicted_remaining_s=100, submit=3), nodes=nodes(0))
+    d = make("deadline").decide(s)
+    assert ids(d) == ["ok", "soft-short", "nodl", "soft-long", "hard-late"]
+    assert order_of(d, "soft-short").reason.startswith(
+        "standard, soft deadline t=10100s cannot be met given the reservations ahead: "
+        "best-effort, shortest first by age")
+    assert order_of(d, "hard-late").reason.startswith("demoted: hard deadline t=10100s")
+
+
+def test_jobs_without_deadlines_do_not_starve() -> None:
+    # "old" (5000 s) has waited 10,000 s: it passes jobs submitted more than 5000 s after it,
+    # however short they are; a short job of its own age still goes first.
+    s = snap(job("old", predicted_remaining_s=5000, submit=0),
+             job("new-short", predicted_remaining_s=10, submit=NOW - 100),
+             job("peer-short", predicted_remaining_s=10, submit=100), nodes=nodes(4))
+    assert ids(make("deadline").decide(s)) == ["peer-short", "old", "new-short"]
+
+
+def test_unknown_duration_and_time_limit_bound_hold_until_the_deadline() -> None:
     s = snap(job("prog", intent=dl(1000), progress=Progress(steps_done=0, steps_total=900,
                                                             rate=1.0)),
-             job("limit", intent=dl(1000), time_limit_s=950),
-             job("unknown", intent=dl(1000)), nodes=nodes(4))
+             job("limit", intent=dl(100, hard=True), time_limit_s=3600),
+             job("unknown", intent=dl(500)), nodes=nodes(4))
     d = make("deadline").decide(s)
-    assert ids(d) == ["limit", "prog", "unknown"]  # slack 50, 100, and <= 1000 (unknown)
+    assert ids(d) == ["limit", "unknown", "prog"]  # by deadline: none is demoted
     assert "(progress)" in order_of(d, "prog").reason
-    assert "(time limit)" in order_of(d, "limit").reason
-    assert "duration unknown" in order_of(d, "unknown").reason
+    for jid in ("limit", "unknown"):
+        assert "duration unknown or only bounded" in order_of(d, jid).reason
 
 
-def test_free_gpus_give_a_range_job_more_when_it_pays() -> None:
-    lin = Intent(gpus_min=1, gpus_max=4, model="resnet50", batch_size=256)
-    s = snap(job("r", gpus=1, intent=lin, predicted_remaining_s=4000), nodes=nodes(0))
-    d = make("deadline").decide(s)
-    assert order_of(d, "r").gpus == 4
-    assert "given 4 GPUs (free" in order_of(d, "r").reason
+def test_spare_gpus_go_where_they_cut_the_most() -> None:
+    # 12 free GPUs, two range jobs of 1 GPU: resnet50 scales better than bert, so it gets more.
+    r = job("r", intent=Intent(gpus_min=1, gpus_max=8, **RESNET), predicted_remaining_s=4000)
+    b = job("b", intent=Intent(gpus_min=1, gpus_max=8, model="bert", batch_size=256),
+            predicted_remaining_s=4000, submit=1)
+    d = make("deadline").decide(snap(r, b, nodes=nodes(0, 0, 0)))
+    gr, gb = order_of(d, "r").gpus, order_of(d, "b").gpus
+    assert (gr, gb) == (8, 4)
+    assert "given" in order_of(d, "r").reason
     # an impossible gain threshold keeps the minimum
-    assert make("deadline", min_gain=0.99).decide(s).order[0].gpus == 1
+    d = make("deadline", min_gain=0.99).decide(snap(r, b, nodes=nodes(0, 0)))
+    assert [o.gpus for o in d.order] == [1, 1]
 
 
-def test_extra_gpus_never_keep_a_later_job_from_starting() -> None:
-    lin = Intent(gpus_min=1, gpus_max=4, model="resnet50", batch_size=256)
-    s = snap(job("r", gpus=1, intent=lin, predicted_remaining_s=4000, submit=0),
-             job("next", gpus=2, submit=1), nodes=nodes(0))
+def test_spare_gpus_never_keep_a_later_job_from_starting() -> None:
+    lin = Intent(gpus_min=1, gpus_max=4, **RESNET)
+    s = snap(job("r", intent=lin, predicted_remaining_s=4000, submit=0),
+             job("next", gpus=2, predicted_remaining_s=9000, submit=1), nodes=nodes(0))
     d = make("deadline").decide(s)
     assert order_of(d, "r").gpus == 2 and ids(d) == ["r", "next"]
 
 
-def test_job_that_cannot_start_now_keeps_its_base() -> None:
-    lin = Intent(gpus_min=1, gpus_max=4, model="resnet50", batch_size=256)
-    s = snap(job("r", gpus=1, intent=lin, predicted_remaining_s=4000), nodes=nodes(4))
-    assert make("deadline").decide(s).order[0].gpus == 1
-
-
 def test_range_capped_by_cluster_and_node_shape() -> None:
-    it = Intent(gpus_min=2, gpus_max=64, model="resnet50", batch_size=256)
+    it = Intent(gpus_min=2, gpus_max=64, **RESNET)
     s = snap(job("r", gpus=2, intent=it, predicted_remaining_s=4000), nodes=nodes(0, 0))
     g = make("deadline").decide(s).order[0].gpus
-    assert g is not None and g <= 8 and (g <= 4 or g % 4 == 0)
+    assert g is not None and 2 <= g <= 8 and (g <= 4 or g % 4 == 0)
 
 
-def test_a_time_limit_alone_never_proves_a_miss() -> None:
-    s = snap(job("tl", intent=dl(100, hard=True), time_limit_s=3600),
-             job("known", intent=dl(500, hard=True), predicted_remaining_s=450), nodes=nodes(4))
-    d = make("deadline").decide(s)
-    assert ids(d) == ["known", "tl"]  # slack 50 s, then <= 100 s: not demoted
-    assert "upper bound only" in order_of(d, "tl").reason
+def test_running_elastic_job_grows_into_spare_gpus_and_shrinks_for_a_reservation() -> None:
+    el = Intent(gpus_min=1, gpus_max=8, elastic=True, **RESNET)
+    run = running("e", gpus=4, intent=el, predicted_remaining_s=40_000)
+    d = make("deadline").decide(snap(run, nodes=nodes(4, 0)))
+    assert [(r.job_id, r.gpus) for r in d.resizes] == [("e", 8)]
+    assert "spare GPUs: est" in d.resizes[0].reason
+    # Its 8 GPUs fill the cluster; a job due in 1000 s that needs 4 GPUs takes them back.
+    wide = running("e", gpus=8, intent=el, predicted_remaining_s=20_000)
+    need = job("p", gpus=4, intent=dl(1000), predicted_remaining_s=900)
+    d = make("deadline").decide(snap(wide, need, nodes=nodes(4, 4)))
+    assert [(r.job_id, r.gpus) for r in d.resizes] == [("e", 1)]
+    assert d.resizes[0].reason == "shrink to 1 GPUs to start job p"
+    assert order_of(d, "p").reason.endswith("starts now")
+    # A job without a deadline takes back nothing from a running job's reservation (its share
+    # is 4 GPUs, for a deadline in 40,000 s).
+    due = running("e", gpus=8, intent=dl(40_000, gpus_min=1, gpus_max=8, elastic=True,
+                                         **RESNET), predicted_remaining_s=20_000)
+    nodl = job("n", gpus=4, predicted_remaining_s=900)
+    d = make("deadline").decide(snap(due, nodl, nodes=nodes(4, 4)))
+    assert d.resizes == ()
 
 
-def test_waiting_counts_toward_slack() -> None:
-    # Both nodes busy: r1 (4 GPUs) ends in 1000 s, r2 (4 GPUs) in 3000 s.
-    busy = (running("r1", gpus=4, predicted_remaining_s=1000),
-            running("r2", gpus=4, predicted_remaining_s=3000))
-    big = job("big", gpus=8, intent=dl(1500), predicted_remaining_s=400)
-    small = job("small", gpus=4, intent=dl(2000), predicted_remaining_s=500, submit=1)
-    d = make("deadline").decide(snap(*busy, big, small, nodes=nodes(4, 4)))
-    assert ids(d) == ["small", "big"]
-    assert order_of(d, "small").reason.endswith("(est 8m (predicted), starts in ~17m)")
-    assert "at risk: would make it only if started now; expected 32m late" in (
-        order_of(d, "big").reason)
-    # a hard deadline at risk is not demoted (the wait is an estimate)
-    hard = job("big", gpus=8, intent=dl(1500, hard=True), predicted_remaining_s=400)
-    d = make("deadline").decide(snap(*busy, hard, nodes=nodes(4, 4)))
-    assert "hard deadline" in d.order[0].reason and "at risk" in d.order[0].reason
+def test_a_running_deadline_job_grows_to_its_share() -> None:
+    el = Intent(deadline=NOW + 1000, gpus_min=1, gpus_max=8, elastic=True, **RESNET)
+    run = running("e", gpus=1, intent=el, predicted_remaining_s=2000)
+    d = make("deadline", min_gain=0.99).decide(snap(run, nodes=nodes(1, 0)))
+    need = next(g for g in (2, 4, 8) if 2000 / speedup(g) + 30 <= 1000)
+    assert [(r.job_id, r.gpus) for r in d.resizes] == [("e", need)]
+    assert d.resizes[0].reason == f"grow to {need} GPUs to meet its deadline"
 
 
-def test_late_range_job_gets_its_fastest_count() -> None:
-    it = dl(100, gpus_min=1, gpus_max=8, model="resnet50", batch_size=256)
-    s = snap(job("late", gpus=1, intent=it, predicted_remaining_s=4000), nodes=nodes(4, 4))
-    o = make("deadline").decide(s).order[0]
-    assert o.gpus == 8 and "missed by" in o.reason and "at 8 GPUs" in o.reason
+def test_pending_gpu_counts_stay_inside_the_range() -> None:
+    it = dl(50_000, gpus_min=2, gpus_max=3, **RESNET)
+    late = dl(10, gpus_min=2, gpus_max=6, **RESNET)
+    s = snap(job("a", gpus=2, intent=it, predicted_remaining_s=9000),
+             job("b", gpus=2, intent=late, predicted_remaining_s=9000, submit=1),
+             nodes=nodes(0, 0, 0, 4))
+    for o in make("deadline").decide(s).order:
+        assert o.gpus is not None and 2 <= o.gpus <= (3 if o.job_id == "a" else 6)

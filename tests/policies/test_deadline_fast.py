@@ -1,7 +1,8 @@
-"""The fast `deadline` (memo per pending view, lazy running ends, shared start times, lazy
-reasons) against the plain version it replaced (reference_deadline.py): the same decisions,
-reasons included, over sequences of snapshots in which views are kept, replaced, the clock
-moves and the nodes change, and in the simulator."""
+"""`deadline` (memo per pending view, reservations in `gpu_profile.ReservedGpus`, spare GPUs
+through a heap) against the same rules written plainly (reference_deadline.py: no memo, a list
+of reservations searched at every boundary, every candidate scanned at every step): the same
+ranks, GPU counts and resizes over sequences of snapshots in which views are kept, replaced,
+the clock moves and the nodes change, and the same runs in the simulator."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 
 from slurm_rl.core import (
     ClusterSnapshot,
+    Decision,
     Intent,
     JobId,
     JobState,
@@ -25,6 +27,7 @@ from slurm_rl.core import (
     ServiceClass,
 )
 from slurm_rl.policies import make
+from slurm_rl.policies.gpu_counts import gpu_range
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator
@@ -44,6 +47,7 @@ def intents(draw: st.DrawFn) -> Intent | None:
         hard=draw(st.booleans()), service_class=draw(st.sampled_from(ServiceClass)),
         gpus_min=draw(st.integers(1, 4)) if ranged else None,
         gpus_max=draw(st.integers(1, 32)) if ranged else None,
+        elastic=ranged and draw(st.booleans()),
         total_steps=draw(st.one_of(st.none(), st.integers(0, 100_000))),
         model=draw(st.sampled_from(MODELS)), batch_size=draw(st.sampled_from((None, 32, 256))))
 
@@ -98,28 +102,39 @@ def histories(draw: st.DrawFn) -> list[ClusterSnapshot]:
     return snaps
 
 
-@settings(max_examples=400, deadline=None,
+def compact(d: Decision) -> tuple[list[tuple[JobId, int | None]], list[tuple[JobId, int]]]:
+    order = [(o.job_id, o.gpus) for o in sorted(d.order, key=lambda o: o.rank)]
+    return order, [(r.job_id, r.gpus) for r in d.resizes]
+
+
+@settings(max_examples=150, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-@given(histories(), st.sampled_from((0.0, 0.2, 0.6)), st.sampled_from((0.1, 0.25, 1.0)))
-def test_deadline_decides_as_before(snaps: list[ClusterSnapshot], min_gain: float,
-                                    share: float) -> None:
-    old = ref.new(min_gain=min_gain, urgent_share=share)
-    new = make("deadline", min_gain=min_gain, urgent_share=share)
+@given(histories(), st.sampled_from((0.0, 0.1, 0.6)), st.sampled_from((0.1, 0.25, 1.0)),
+       st.sampled_from((0.0, 30.0)))
+def test_deadline_decides_as_the_reference(snaps: list[ClusterSnapshot], min_gain: float,
+                                           share: float, cost: float) -> None:
+    policy = make("deadline", min_gain=min_gain, urgent_share=share, resize_cost_s=cost)
     for s in snaps:
-        expected, got = old.decide(s), new.decide(s)
-        assert got == expected  # JobOrders compare their reasons as text
-        assert [o.reason for o in got.order] == [o.reason for o in expected.order]
+        got = policy.decide(s)
+        assert compact(got) == tuple(ref.decide(s, min_gain=min_gain, cost=cost, share=share))
+        for o in got.order:  # the live daemon's contract: a count inside the job's range
+            job = next(j for j in s.jobs if j.id == o.job_id)
+            rng = gpu_range(job)
+            assert (o.gpus is None) == (rng is None)
+            assert rng is None or rng[0] <= o.gpus <= rng[1]  # type: ignore[operator]
+        assert all(r.reason for r in got.resizes) and all(o.reason for o in got.order)
 
 
-@pytest.mark.parametrize(("count", "load", "elastic"), [(400, 1.2, 0.0), (400, 1.2, 0.5),
-                                                        (300, 0.8, 0.3)])
-def test_deadline_in_the_simulator_as_before(count: int, load: float, elastic: float) -> None:
+@pytest.mark.parametrize(("count", "load", "elastic"), [(150, 1.2, 0.0), (150, 1.2, 0.5),
+                                                        (120, 0.8, 1.0)])
+def test_deadline_in_the_simulator_as_the_reference(count: int, load: float,
+                                                    elastic: float) -> None:
     folder = resources.files("slurm_rl") / "data" / "traces"
     jobs = trace.window(trace.load(str(folder / "itp-deadline-cluster01.csv"),
                                    "itp-deadline").jobs, 0, count)
     config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 8), gpus_per_node=8,
                           elastic_fraction=elastic)
-    old = Simulator(jobs, ref.new(), config).run()
+    old = Simulator(jobs, ref.Reference(), config).run()  # type: ignore[arg-type]
     new = Simulator(jobs, make("deadline"), config).run()
-    assert (new.jobs, new.intervals, new.decisions, new.preemptions, new.notes) == (
-        old.jobs, old.intervals, old.decisions, old.preemptions, old.notes)
+    assert (new.jobs, new.intervals, new.preemptions, new.resizes, new.notes) == (
+        old.jobs, old.intervals, old.preemptions, old.resizes, old.notes)

@@ -21,6 +21,7 @@ from slurm_rl.core import (
     ServiceClass,
 )
 from slurm_rl.policies import ORACLES, make
+from slurm_rl.policies.capabilities import Resizing
 from slurm_rl.policies.gpu_counts import gpu_range
 
 ALL = ("fifo", "deadline", "sjf", "sjf-oracle", "srtf-oracle", "edf", "tiresias", "elasticflow")
@@ -172,8 +173,14 @@ def test_elasticflow_resizes_are_well_formed(s: ClusterSnapshot) -> None:
 @SETTINGS
 @given(s=snapshots())
 def test_non_preemptive_policies_never_preempt_or_resize(s: ClusterSnapshot) -> None:
-    for name in ("fifo", "sjf", "sjf-oracle", "edf", "deadline"):
+    for name in ("fifo", "sjf", "sjf-oracle", "edf"):
         d = build(name, s).decide(s)
         assert not d.preemptions and not d.resizes
+    dl = build("deadline", s)  # resizes running elastic jobs only (issue 11), never preempts
+    assert isinstance(dl, Resizing)
+    d = dl.decide(s)
+    running = {j.id: j for j in s.running}
+    assert not d.preemptions
+    assert all(r.job_id in running and dl.may_resize(running[r.job_id]) for r in d.resizes)
     for name in ("srtf-oracle", "tiresias"):
         assert not build(name, s).decide(s).resizes
