@@ -135,7 +135,10 @@ class Sequencer:
             job = jobs.get(job_id)
             # Slurm 22.05 shows such a job PENDING with the reason "job requeued in held
             # state" (not JobHeldAdmin, so JobView.held is False): pending is what counts.
-            if job is None or not job.state.is_pending:
+            if job is None:
+                continue
+            if not job.state.is_pending:  # (still completing: look again next cycle)
+                self.recover_due = True
                 continue
             fields = ""
             if kind is ActionKind.REQUEUE_HOLD:  # the count Slurm shows

@@ -13,9 +13,11 @@ intent; rlsbatch never makes a job like that in any other way. Each cycle, for e
   (a count that does not split is lowered to the next one that does);
 - CPUs per node: `cpus_per_gpu` × GPUs per node ([sizing]; 0: the node's CPUs shared evenly
   over its GPUs), never more than the smallest node of the partition that has those GPUs;
-- one scontrol process runs `update JobId=… TresPerNode=gres:gpu:K [NumNodes=N]
-  MinCPUsNode=C` and `release …`, recorded as a SIZE_RELEASE action (PLANNED before, DONE or
-  FAILED after), like every other command the daemon runs.
+- scontrol runs `update JobId=… TresPerNode=gres:gpu:K [NumNodes=N] MinCPUsNode=C`, then, in
+  a second process and only if Slurm took the update, `release …` (scontrol reading stdin goes
+  on after a refused line, so one process would release a job with no GPUs), recorded as one
+  SIZE_RELEASE action (PLANNED before, DONE or FAILED after), like every other command the
+  daemon runs.
 
 A job the daemon can not size (partition limits not readable, scontrol refused) is tried again
 next cycle; after `max_wait_cycles` tries it is released at the range minimum with a note. An
@@ -239,9 +241,14 @@ class Sizer:
         (action_id,) = plan_actions(session, [ActionSpec(
             kind=ActionKind.SIZE_RELEASE, job_ids=(sized.job_id,), argv=argv, cycle_id=cycle_id,
             decision_id=decision_id)], at=self.clock())
-        result = self.runner.run(["scontrol"], input="".join(line + "\n" for line in lines))
-        # scontrol reading stdin exits 0 even when a line fails: its stderr says so.
+        *update, release = lines
+        # scontrol reading stdin exits 0 even when a line fails (its stderr says so) and goes
+        # on to the next line: the release runs only once the update was taken.
+        result = self.runner.run(["scontrol"], input="".join(line + "\n" for line in update))
         ok = result.ok and not result.stderr.strip()
+        if ok:
+            result = self.runner.run(["scontrol"], input=release + "\n")
+            ok = result.ok and not result.stderr.strip()
         finish_actions(session, [ActionOutcome(
             action_id=action_id, exit_code=result.returncode, output=result.stderr.strip(),
             status=ActionStatus.DONE if ok else ActionStatus.FAILED)], at=self.clock())

@@ -41,9 +41,11 @@ class Resizing(Protocol):
 class Gated(Protocol):
     """Can tell cheaply that a call would change nothing, so the simulator may skip it.
 
-    `futile(snapshot)`: True only where `decide(snapshot)` could start, requeue and resize
-    nothing that the scheduling pass would not start anyway (e.g. no pending job fits the free
-    GPUs and none would requeue a running job). The simulator asks it, and on True skips the
+    `futile(snapshot)`: True where the policy chooses not to act at this instant: where
+    `decide(snapshot)` could start and resize nothing that the scheduling pass would not start
+    anyway (no pending job fits the free GPUs) and the policy would requeue nothing at such an
+    instant (rl's gate: only an arriving job may trigger a requeue then; its full `decide`
+    might requeue for an older job, docs/rl.md). The simulator asks it, and on True skips the
     call as it skips its own futile ones (the ranks of the last decision stay in force), only
     where its skip rule is exact (`skip_futile`, deciding at events, no decision delay); it
     asks it instead of `decide`, so a `Stateful` policy may update its state in it. `decide`

@@ -223,6 +223,23 @@ def test_a_job_an_interrupted_preemption_left_held_is_released_at_the_lowest_ran
     assert held_after_requeue(session) == {}
 
 
+def test_a_job_still_completing_after_its_requeue_is_looked_at_again_until_released(
+        session: Session) -> None:
+    fake = FakeSlurm(states=("COMPLETING",))
+    p, seq = preempter(fake, grace_s=0.0, wait_pending_s=1.0)
+    step(p, session, NOW, [1], job())
+    assert seq.recover_due and held_after_requeue(session)
+    completing = ClusterSnapshot(time=NOW + 5, jobs=(job(state=JobState.COMPLETING),),
+                                 nodes=NODES)
+    seq.recover_due = False  # (as step() clears it before recovering)
+    assert seq.recover(session, completing, cycle_id=2) == 0
+    assert seq.recover_due, "a job not yet pending must be looked at again next cycle"
+    upsert_jobs(session, [job(state=JobState.PENDING)], now=NOW + 10)
+    assert seq.recover(session, ClusterSnapshot(time=NOW + 10, jobs=(
+        job(state=JobState.PENDING),), nodes=NODES), cycle_id=3) == 1
+    assert held_after_requeue(session) == {}
+
+
 def test_the_snapshot_says_how_often_a_job_restarted_and_what_it_had_run(
         session: Session) -> None:
     fake = FakeSlurm()

@@ -129,3 +129,31 @@ def _env() -> dict[str, str]:
     import os
 
     return {**os.environ, "SLURM_RL_CONFIG": ""}
+
+
+def test_a_refused_update_is_not_followed_by_the_release(tmp_path: Path) -> None:
+    """scontrol reading stdin goes on after a refused line: the release is a second process,
+    run only if the update was taken, so a job is never released with no GPUs (FakeSlurm)."""
+    from fake_slurm import FakeSlurm
+
+    from slurm_rl.daemon.sizing import Sizer
+    from slurm_rl.db.engine import make_engine, make_session_factory
+    from slurm_rl.db.migrate import upgrade
+    from slurm_rl.db.repo import upsert_jobs
+
+    engine = make_engine(tmp_path / "x.db")
+    upgrade(engine)
+    with make_session_factory(engine)() as s:
+        upsert_jobs(s, [JobView(id=JobId("7"), state=JobState.PENDING, submit_time=900.0,
+                                gpus=0)], now=1000.0)
+        s.commit()
+    sized = Sized(job_id=JobId("7"), gpus=2, per_node=2, nodes=1, cpus_per_node=4, why="")
+    for fail_on, want in (("TresPerNode", False), ("", True)):
+        fake = FakeSlurm()
+        fake.fail_on = fail_on
+        with make_session_factory(engine)() as s:
+            assert Sizer(fake, SizingConfig(), clock=lambda: 1000.0)._run(
+                s, sized, 1, cycle_id=1, decision_id=None) is want
+        released = any("release 7" in (i or "") for _, i in fake.calls)
+        assert released is want, fake.calls
+    engine.dispose()
