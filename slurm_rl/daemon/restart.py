@@ -164,10 +164,16 @@ class Sequencer:
                            at=self.clock())
         result: CommandResult
         if stdin is not None:
-            result = self.runner.run(["scontrol"], input=stdin)
+            # scontrol reading stdin exits 0 even when a line fails (its stderr says so) and
+            # goes on to the next line: the first line (the update, with StartTime=now+1)
+            # runs alone, and the rest (the release) only if Slurm took it.
+            first, _, rest = stdin.partition("\n")
+            result = self.runner.run(["scontrol"], input=first + "\n")
+            ok = result.ok and not result.stderr.strip()
+            if ok and rest.strip():
+                result = self.runner.run(["scontrol"], input=rest)
         else:
             result = self.runner.run(list(argv))
-        # scontrol reading stdin exits 0 even when a line fails: its stderr says so.
         ok = result.ok and not result.stderr.strip()
         finish_actions(session, [ActionOutcome(
             action_id=ids[0], exit_code=result.returncode,

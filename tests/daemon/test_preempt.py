@@ -149,7 +149,7 @@ def test_signal_then_after_the_grace_requeuehold_and_release_at_the_lowest_rank(
         "preemptions: 0 signalled, 1 requeued, 0 failed"]
     # No GPU change; it waits behind the job the policy ranked first until the next cycle.
     assert fake.commands()[1:] == ["scontrol requeuehold 1",
-                                   "update JobId=1 SiteFactor=1 StartTime=now+1 ; release 1"]
+                                   "update JobId=1 SiteFactor=1 StartTime=now+1", "release 1"]
     assert stored(session) == [(ActionKind.PREEMPT_SIGNAL, ActionStatus.DONE),
                                (ActionKind.PREEMPT_REQUEUE, ActionStatus.DONE),
                                (ActionKind.PREEMPT_RELEASE, ActionStatus.DONE)]
@@ -219,7 +219,7 @@ def test_a_job_an_interrupted_preemption_left_held_is_released_at_the_lowest_ran
     upsert_jobs(session, [job(state=JobState.PENDING)], now=NOW + 5)
     assert second.recover(session, ClusterSnapshot(time=NOW + 5, jobs=(
         job(state=JobState.PENDING),), nodes=NODES), cycle_id=2) == 1
-    assert fake.commands() == ["update JobId=1 SiteFactor=1 StartTime=now+1 ; release 1"]
+    assert fake.commands() == ["update JobId=1 SiteFactor=1 StartTime=now+1", "release 1"]
     assert held_after_requeue(session) == {}
 
 

@@ -189,7 +189,7 @@ def test_signal_then_after_the_grace_requeuehold_update_release(session: Session
     notes = step(r, session, NOW + 31, [grow(2)], job())
     assert fake.commands()[1:] == [
         "scontrol requeuehold 1",
-        "update JobId=1 TresPerNode=gres:gpu:2 StartTime=now+1 ; release 1"]
+        "update JobId=1 TresPerNode=gres:gpu:2 StartTime=now+1", "release 1"]
     assert notes == ["resizes: 0 signalled, 1 restarted at a new count, 0 failed"]
     assert stored(session) == [(ActionKind.RESIZE_SIGNAL, ActionStatus.DONE),
                                (ActionKind.REQUEUE_HOLD, ActionStatus.DONE),
@@ -217,7 +217,7 @@ def test_without_grace_the_job_is_requeued_at_once_and_the_cap_holds(session: Se
     notes = step(r, session, NOW + 60, [grow(4)], job(gpus=2))
     assert ("resize of 1 skipped: restarted 1 times in the last hour (max_per_hour 1, "
             "resizes and preemptions together)") in notes
-    assert len(fake.commands()) == 2
+    assert len(fake.commands()) == 3  # requeuehold, update, release: nothing more
 
 
 def test_a_job_not_requeued_in_time_is_released_by_a_later_cycle(session: Session) -> None:
@@ -228,8 +228,8 @@ def test_a_job_not_requeued_in_time_is_released_by_a_later_cycle(session: Sessio
     assert held_after_requeue(session) == {JobId("1"): ActionKind.REQUEUE_HOLD}
     held = job(state=JobState.PENDING, gpus=1)  # 22.05: reason "job requeued in held state"
     step(r, session, NOW + 10, [], held)
-    assert fake.commands()[-1] == "update JobId=1 TresPerNode=gres:gpu:1 StartTime=now+1 ; " \
-                                  "release 1"
+    assert fake.commands()[-2:] == ["update JobId=1 TresPerNode=gres:gpu:1 StartTime=now+1",
+                                    "release 1"]
     assert held_after_requeue(session) == {}
 
 
@@ -242,7 +242,7 @@ def test_a_new_daemon_releases_a_job_an_interrupted_resize_left_held(session: Se
     fake = FakeSlurm()
     second = resizer(fake)  # a restarted daemon: nothing in memory
     step(second, session, NOW + 5, [], job(state=JobState.PENDING))
-    assert fake.commands() == ["update JobId=1 TresPerNode=gres:gpu:1 StartTime=now+1 ; "
+    assert fake.commands() == ["update JobId=1 TresPerNode=gres:gpu:1 StartTime=now+1",
                                "release 1"]
 
 
@@ -281,3 +281,15 @@ def test_resizing_off_records_why(session: Session) -> None:
     notes = step(r, session, NOW, [grow(2)], job())
     assert notes == ["resize of 1 skipped: resizing is off ([resize] enabled = false)"]
     assert fake.commands() == []
+
+
+def test_a_refused_update_is_not_followed_by_the_release(session: Session) -> None:
+    """scontrol reading stdin goes on after a refused line: a release after a refused update
+    would start the job without StartTime=now+1 (the credential race) or its new request."""
+    fake = FakeSlurm()
+    fake.fail_on = "StartTime=now+1"
+    r = resizer(fake, grace_s=0.0)
+    notes = step(r, session, NOW, [grow(2)], job())
+    assert notes == ["resizes: 0 signalled, 0 restarted at a new count, 1 failed"]
+    assert fake.commands() == ["scontrol requeuehold 1",
+                               "update JobId=1 TresPerNode=gres:gpu:2 StartTime=now+1"]
