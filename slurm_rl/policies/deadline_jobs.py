@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from slurm_rl.core import JobId, JobState, JobView, ServiceClass, id_key
-from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_at
+from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_memo
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 
 
@@ -60,11 +60,7 @@ class Job:
 
     def rem(self, g: int) -> float:
         """Predicted remaining time at g GPUs (unknown: inf)."""
-        r = self.rems.get(g)
-        if r is None:
-            r = self.rems[g] = (remaining_at(self.view, self.est, g) if self.est is not None
-                                else math.inf)
-        return r
+        return remaining_memo(self.view, self.est, self.rems, g)
 
     def reserves(self) -> bool:
         """Whether it may reserve a share: a deadline, and not the besteffort class."""

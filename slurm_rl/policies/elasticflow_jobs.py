@@ -12,7 +12,7 @@ from functools import lru_cache
 from slurm_rl import perfmodel
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView
 from slurm_rl.policies.elasticflow_nodes import NodeMemo
-from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_at
+from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_memo
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.ordering import submit_key
 
@@ -41,11 +41,7 @@ class Info:
 
     def rem(self, g: int) -> float:
         """Remaining time at g GPUs (unknown: inf)."""
-        r = self.rems.get(g)
-        if r is None:
-            r = self.rems[g] = (remaining_at(self.view, self.est, g) if self.est is not None
-                                else math.inf)
-        return r
+        return remaining_memo(self.view, self.est, self.rems, g)
 
 
 def make_info(j: JobView, now: float, node_cap: int, total: int) -> Info:

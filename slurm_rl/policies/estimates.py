@@ -72,6 +72,15 @@ def remaining_at(job: JobView, est: Estimate, gpus: int) -> float:
     return est.seconds / factor if factor > 0 else math.inf
 
 
+def remaining_memo(job: JobView, est: Estimate | None, memo: dict[int, float],
+                   gpus: int) -> float:
+    """`remaining_at(job, est, gpus)` kept in `memo` (by GPU count); inf when `est` is None."""
+    r = memo.get(gpus)
+    if r is None:
+        r = memo[gpus] = remaining_at(job, est, gpus) if est is not None else math.inf
+    return r
+
+
 # The measured curves never change (perfmodel.curves is loaded once), so their answers may be
 # kept: looking a curve up costs more than the rest of an estimate.
 
