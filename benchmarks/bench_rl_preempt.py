@@ -76,7 +76,7 @@ def split(jobs: int) -> None:
 
     cls = rl_preempt.RLPreempting
     for owner, name, label in (
-            (rl_preempt, "_one_fits", "gate (fit check)"), (rl_preempt, "features", "features"),
+            (rl_preempt, "_one_fits", "gate (fit check)"), (rl_preempt, "shown_rows", "shown rows"),
             (rl_preempt, "decision_from_scores", "decision_from_scores"),
             (rl_preempt, "plan_preemptions_by_prefix", "planner (incl. its syncs)"),
             (rl_preempt, "running_rows", "running_rows"), (cls, "_sync", "sync"),

@@ -213,14 +213,14 @@ class ResizeConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class SizingConfig:
-    """Jobs submitted with a deadline and no GPU or CPU request (`rlsbatch --rl-deadline +6h
-    --rl-model NAME job.sh`): rlsbatch submits them held, the daemon picks their GPUs and
-    CPUs and releases them (daemon/sizing.py, docs/rlsbatch.md)."""
+    """Deadline-only jobs, held until the daemon sizes them (daemon/sizing.py)."""
 
     max_gpus: int = 8
     """The most GPUs such a job is given (1..4096); never more than its partition allows."""
     cpus_per_gpu: int = 0
     """CPUs given with each GPU (0..1024; 0: a node's CPUs shared evenly over its GPUs)."""
+    cpus_from_history: bool = False
+    """CPUs per GPU of the owner's last completed run of the model, if sacct knows it."""
     max_wait_cycles: int = 3
     """Cycles the daemon tries to size such a job before releasing it at 1 GPU (1..1000)."""
 

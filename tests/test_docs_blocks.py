@@ -98,6 +98,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
                            "--workers 2   # about 10 min on 2 cores"):
         How(skip="about 10 minutes, 40 on a busy host (as above)"),
+    ("docs/evaluation.md", ".venv/bin/python benchmarks/live_deadlines.py --out "
+                           "docs/eval/live/live-deadlines.json"):
+        How(skip="15 minutes on the test cluster; its helpers are "
+                 "tests/benchmarks/test_live_deadlines_parse.py"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference profile            "
                           "# regenerate profiles + CPU times (~5 s)"):
         How(skip="rewrites the shipped profiles (tests/inference cover the command)"),

@@ -1,17 +1,22 @@
-"""What Slurm would let a user ask for: GPU limits per partition, read from Slurm itself.
+"""What Slurm would let a user ask for: GPU and CPU limits per partition, read from Slurm itself.
 
 The daemon acts as operator, and an operator's `scontrol update` skips the checks slurmctld
-applies to the job's owner. So before it changes a job's GPU count, the daemon caps the count
-at what the owner could have asked for in the job's partition (docs/security.md):
+applies to the job's owner. So before it changes a job's GPU count (or, for a job it sized,
+its CPUs: sizing.py), the daemon caps it at what the owner could have asked for in the job's
+partition (docs/security.md):
 
 - GPUs per node: the most GPUs any usable node of the partition has (from sinfo's Gres);
 - nodes: the partition's `MaxNodes` (`scontrol show partition -o`), and its node count;
+- CPUs per node: the partition's `MaxCPUsPerNode` (the node's own CPUs: sizing.py);
 - where accounting runs (slurmdbd): the partition QOS's `MaxTRESPerJob` / `MaxTRESPerNode`
-  for gres/gpu (`sacctmgr show qos`), and the job's association's `MaxTRES` /
-  `MaxTRESPerNode` for gres/gpu (`sacctmgr show assoc`: user+account, and the account).
+  for gres/gpu and cpu (`sacctmgr show qos`), and the job's association's `MaxTRES` /
+  `MaxTRESPerNode` for gres/gpu and cpu (`sacctmgr show assoc`: user+account, and the
+  account).
 
 Parsing is pure and tolerant: a field it does not understand means "no limit from this field",
-never an exception; the partition's node shape always applies.
+never an exception; the partition's node shape always applies. `parse_qos_limits` and
+`parse_assoc_limits` read GPUs and CPUs; `parse_qos_gpu_limits` and `parse_assoc_gpu_limits`
+are their GPU-only forms (pairs, which `build_limits` and `job_limits` also take).
 """
 
 from __future__ import annotations
@@ -35,6 +40,12 @@ class PartitionLimits:
     max_gpus_per_job: int | None = None
     """From the partition QOS (accounting only); None: no such limit."""
     max_gpus_per_node_qos: int | None = None
+    max_cpus_per_node: int | None = None
+    """MaxCPUsPerNode, and the QOS's (narrowed: the association's) cpu per node; None: no
+    such limit."""
+    max_cpus_per_job: int | None = None
+    """The QOS's (narrowed: the association's) cpu per job (accounting only); None: no such
+    limit."""
 
     def max_total(self) -> int:
         """The most GPUs one job could ask for in this partition."""
@@ -49,30 +60,71 @@ class PartitionLimits:
             cap = min(cap, self.max_gpus_per_node_qos)
         return cap
 
-    def narrowed(self, per_job: int | None, per_node: int | None) -> PartitionLimits:
-        """These limits with an association's per-job / per-node GPU limits on top."""
-        def tighter(a: int | None, b: int | None) -> int | None:
-            return b if a is None else a if b is None else min(a, b)
-        return replace(self, max_gpus_per_job=tighter(self.max_gpus_per_job, per_job),
-                       max_gpus_per_node_qos=tighter(self.max_gpus_per_node_qos, per_node))
+    def cpu_cap(self, nodes: int) -> int | None:
+        """The most CPUs per node a job on `nodes` nodes may ask for (None: no limit known
+        here; the node's own CPUs still apply)."""
+        caps = [c for c in (self.max_cpus_per_node,
+                            None if self.max_cpus_per_job is None
+                            else self.max_cpus_per_job // max(nodes, 1)) if c is not None]
+        return min(caps) if caps else None
+
+    def narrowed(self, limits: TresLimits) -> PartitionLimits:
+        """These limits with an association's (or a QOS's) limits on top."""
+        return replace(
+            self, max_gpus_per_job=_tighter(self.max_gpus_per_job, limits.gpus_per_job),
+            max_gpus_per_node_qos=_tighter(self.max_gpus_per_node_qos, limits.gpus_per_node),
+            max_cpus_per_job=_tighter(self.max_cpus_per_job, limits.cpus_per_job),
+            max_cpus_per_node=_tighter(self.max_cpus_per_node, limits.cpus_per_node))
 
 
-AssocLimits = Mapping[tuple[str, str, str], tuple[int | None, int | None]]
-"""(user, account, partition — "" for any) → (GPUs per job, GPUs per node), from slurmdbd."""
+@dataclass(frozen=True, kw_only=True)
+class TresLimits:
+    """One QOS's or association's TRES limits on GPUs and CPUs (None: no limit)."""
+
+    gpus_per_job: int | None = None
+    gpus_per_node: int | None = None
+    cpus_per_job: int | None = None
+    cpus_per_node: int | None = None
+
+    @classmethod
+    def of(cls, value: TresLimits | tuple[int | None, int | None]) -> TresLimits:
+        """A pair (GPUs per job, GPUs per node), as `parse_*_gpu_limits` give: GPUs only."""
+        if isinstance(value, TresLimits):
+            return value
+        return cls(gpus_per_job=value[0], gpus_per_node=value[1])
+
+    def any(self) -> bool:
+        return any(v is not None for v in (self.gpus_per_job, self.gpus_per_node,
+                                           self.cpus_per_job, self.cpus_per_node))
 
 
-def parse_assoc_gpu_limits(text: str) -> dict[tuple[str, str, str], tuple[int | None, int | None]]:
+def _tighter(a: int | None, b: int | None) -> int | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+AssocLimits = Mapping[tuple[str, str, str], TresLimits | tuple[int | None, int | None]]
+"""(user, account, partition — "" for any) → its limits, from slurmdbd (`parse_assoc_limits`;
+a pair from `parse_assoc_gpu_limits` is GPU limits only)."""
+
+
+def parse_assoc_limits(text: str) -> dict[tuple[str, str, str], TresLimits]:
     """`sacctmgr -nP show assoc format=User,Account,Partition,MaxTRES,MaxTRESPerNode`: the
-    associations that limit GPUs (lines without a user are account-level: user "")."""
-    out: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
+    associations that limit GPUs or CPUs (lines without a user are account-level: user "")."""
+    out: dict[tuple[str, str, str], TresLimits] = {}
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 5:
             continue
-        per_job, per_node = _gpu_limit(parts[3]), _gpu_limit(parts[4])
-        if per_job is not None or per_node is not None:
-            out[(parts[0], parts[1], parts[2])] = (per_job, per_node)
+        found = _tres_limits(parts[3], parts[4])
+        if found.any():
+            out[(parts[0], parts[1], parts[2])] = found
     return out
+
+
+def parse_assoc_gpu_limits(text: str) -> dict[tuple[str, str, str], tuple[int | None, int | None]]:
+    """`parse_assoc_limits`, GPUs only: {key: (GPUs per job, GPUs per node)}."""
+    return {k: (v.gpus_per_job, v.gpus_per_node) for k, v in parse_assoc_limits(text).items()
+            if v.gpus_per_job is not None or v.gpus_per_node is not None}
 
 
 def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
@@ -87,12 +139,12 @@ def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
     for key in ((job.user, job.account, job.partition), (job.user, job.account, ""),
                 ("", job.account, job.partition), ("", job.account, "")):
         if key in assoc:
-            base = base.narrowed(*assoc[key])
+            base = base.narrowed(TresLimits.of(assoc[key]))
     return base
 
 
 _FIELD = re.compile(r"(\w+)=(\S*)")
-_GPU_TRES = re.compile(r"(?:^|,)gres/gpu=([0-9]{1,9})(?:,|$)")
+_TRES = {name: re.compile(rf"(?:^|,){name}=([0-9]{{1,9}})(?:,|$)") for name in ("gres/gpu", "cpu")}
 
 
 def parse_partitions(text: str) -> dict[str, dict[str, str]]:
@@ -106,19 +158,30 @@ def parse_partitions(text: str) -> dict[str, dict[str, str]]:
     return out
 
 
-def parse_qos_gpu_limits(text: str) -> dict[str, tuple[int | None, int | None]]:
-    """`sacctmgr -nP show qos format=Name,MaxTRES,MaxTRESPerNode` → {qos: (per job, per node)}."""
-    out: dict[str, tuple[int | None, int | None]] = {}
+def parse_qos_limits(text: str) -> dict[str, TresLimits]:
+    """`sacctmgr -nP show qos format=Name,MaxTRES,MaxTRESPerNode` → {qos: its limits}."""
+    out: dict[str, TresLimits] = {}
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 3 or not parts[0]:
             continue
-        out[parts[0]] = (_gpu_limit(parts[1]), _gpu_limit(parts[2]))
+        out[parts[0]] = _tres_limits(parts[1], parts[2])
     return out
 
 
-def _gpu_limit(tres: str) -> int | None:
-    m = _GPU_TRES.search(tres.strip())
+def parse_qos_gpu_limits(text: str) -> dict[str, tuple[int | None, int | None]]:
+    """`parse_qos_limits`, GPUs only: {qos: (GPUs per job, GPUs per node)}."""
+    return {k: (v.gpus_per_job, v.gpus_per_node) for k, v in parse_qos_limits(text).items()}
+
+
+def _tres_limits(per_job: str, per_node: str) -> TresLimits:
+    return TresLimits(gpus_per_job=_tres(per_job, "gres/gpu"),
+                      gpus_per_node=_tres(per_node, "gres/gpu"),
+                      cpus_per_job=_tres(per_job, "cpu"), cpus_per_node=_tres(per_node, "cpu"))
+
+
+def _tres(tres: str, name: str) -> int | None:
+    m = _TRES[name].search(tres.strip())
     return int(m.group(1)) if m else None
 
 
@@ -129,9 +192,10 @@ def _count(text: str | None) -> int | None:
 
 
 def build_limits(nodes: Iterable[NodeView], partitions: Mapping[str, Mapping[str, str]],
-                 qos: Mapping[str, tuple[int | None, int | None]] | None = None,
+                 qos: Mapping[str, TresLimits | tuple[int | None, int | None]] | None = None,
                  ) -> dict[str, PartitionLimits]:
-    """Limits per partition from the node poll, the partitions, and QOS limits if any."""
+    """Limits per partition from the node poll, the partitions, and QOS limits if any (a pair
+    from `parse_qos_gpu_limits`: GPU limits only)."""
     usable: dict[str, list[NodeView]] = {}
     for node in nodes:
         for part in node.partitions:
@@ -143,11 +207,11 @@ def build_limits(nodes: Iterable[NodeView], partitions: Mapping[str, Mapping[str
         members = usable.get(name, [])
         fields = partitions.get(name, {})
         max_nodes = min(_count(fields.get("MaxNodes")) or _MAX, len(members))
-        per_job = per_node = None
+        limits = PartitionLimits(
+            name=name, gpus_per_node=max((n.gpus_total for n in members), default=0),
+            max_nodes=max_nodes, max_cpus_per_node=_count(fields.get("MaxCPUsPerNode")))
         part_qos = fields.get("QoS", "N/A")
         if qos and part_qos in qos:
-            per_job, per_node = qos[part_qos]
-        out[name] = PartitionLimits(
-            name=name, gpus_per_node=max((n.gpus_total for n in members), default=0),
-            max_nodes=max_nodes, max_gpus_per_job=per_job, max_gpus_per_node_qos=per_node)
+            limits = limits.narrowed(TresLimits.of(qos[part_qos]))
+        out[name] = limits
     return out

@@ -8,7 +8,11 @@ The new count must stay inside the job's declared GPU range and inside what its 
 for in its partition (limits.py: the daemon acts as operator), split evenly over nodes, and a
 grow must fit now on nodes with enough free GPUs *besides* the job's own (the snapshot does not
 say which nodes the job holds, so it may not count on them: a requeued grow that does not fit
-would wait in the queue); at most `max_per_hour` restarts a job per hour.
+would wait in the queue); at most `max_per_hour` restarts a job per hour. A job whose CPUs the
+daemon chose (a deadline-only job: sizing.py) gets its CPUs per node anew in the same update,
+at the CPUs per GPU it was sized with, under the same caps (sizing.cpus_for): left alone, Slurm
+keeps the job's total CPUs, so a shrink from 2 nodes of 4 GPUs/8 CPUs to 2 GPUs on one node
+ran on 2 nodes again, with 4 GPUs (measured on the test cluster).
 
 The sequence spans cycles: the daemon first sends the job `signal` (`scancel --signal=SIG
 --full`, batch shell included) so that it can checkpoint, and `grace_s` later requeues it held,
@@ -33,11 +37,12 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from slurm_rl.config import ResizeConfig
-from slurm_rl.core import ClusterSnapshot, JobId, JobView, Resize
+from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeView, Resize
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
 from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
 from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
 from slurm_rl.daemon.restart import release_lines as _release_lines
+from slurm_rl.daemon.sizing import cpus_for, sized_cpus_per_gpu
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.policies.estimates import estimate_remaining, remaining_at
 
@@ -50,16 +55,20 @@ class Verdict:
     gpus: int
     per_node: int = 0
     nodes: int = 0
+    cpus_per_node: int | None = None
+    """For a job the daemon sized: its new CPUs per node (None: its CPUs are left alone)."""
     gain_s: float = 0.0
     why: str = ""
 
 
 def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeConfig,
           limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
-          node_free: Sequence[int], recent: int) -> Verdict:
+          node_free: Sequence[int], recent: int, cpus_per_gpu: int | None = None,
+          nodes: Sequence[NodeView] = ()) -> Verdict:
     """Pure: may `resize` be applied to `job` now? `node_free`: free GPUs on each usable node
     of the job's partition; `recent`: its restarts (by resize or preemption) in the last
-    hour."""
+    hour; `cpus_per_gpu`: for a job the daemon sized, the CPUs per GPU it was given, and then
+    `nodes`: the partition's nodes (its CPUs per node follow the new count)."""
     def no(why: str) -> Verdict:
         return Verdict(job_id=resize.job_id, gpus=resize.gpus, why=why)
 
@@ -88,10 +97,16 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
     if req is None:
         return no(f"{resize.gpus} GPUs can not be split evenly over nodes of "
                   f"{limit.per_node_cap()} GPUs")
-    per_node, nodes = req
-    if resize.gpus > job.gpus and sum(1 for f in node_free if f >= per_node) < nodes:
-        return no(f"does not fit now: {resize.gpus} GPUs need {nodes} node(s) with {per_node} "
-                  "free GPUs besides its own")
+    per_node, n_nodes = req
+    if resize.gpus > job.gpus and sum(1 for f in node_free if f >= per_node) < n_nodes:
+        return no(f"does not fit now: {resize.gpus} GPUs need {n_nodes} node(s) with "
+                  f"{per_node} free GPUs besides its own")
+    cpus = None
+    if cpus_per_gpu is not None:
+        cpus = cpus_for(per_node, n_nodes, cpus_per_gpu,
+                        [n for n in nodes if job.partition in n.partitions], limit)
+        if cpus is None:
+            return no(f"no usable node of partition {job.partition!r} has {per_node} GPUs")
     if recent >= settings.max_per_hour:
         return no(f"restarted {recent} times in the last hour (max_per_hour "
                   f"{settings.max_per_hour}, resizes and preemptions together)")
@@ -107,8 +122,8 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
         gain = est.seconds - cost
         if gain <= 0:
             return no(f"finishes within the restart cost ({est.seconds:.0f}s left)")
-    return Verdict(job_id=job.id, gpus=resize.gpus, per_node=per_node, nodes=nodes,
-                   gain_s=gain)
+    return Verdict(job_id=job.id, gpus=resize.gpus, per_node=per_node, nodes=n_nodes,
+                   cpus_per_node=cpus, gain_s=gain)
 
 
 def release_lines(v: Verdict, nodes_now: int, top: tuple[str, int] | None = None
@@ -116,7 +131,8 @@ def release_lines(v: Verdict, nodes_now: int, top: tuple[str, int] | None = None
     """scontrol stdin lines that give a held, requeued job its new count and release it.
     `top`: ("SiteFactor" or "Priority", the daemon's rank-0 value), so that the job restarts
     ahead of the queue, as the simulator models a resize (restart.release_lines)."""
-    return _release_lines(v.job_id, gpu_fields(v.per_node, v.nodes, nodes_now), top)
+    return _release_lines(v.job_id, gpu_fields(v.per_node, v.nodes, nodes_now,
+                                               v.cpus_per_node), top)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -168,6 +184,7 @@ class Resizer(Sequencer):
             resized += self.recover(session, snapshot, cycle_id)
         free = _free_by_partition(snapshot)  # taken by each grow carried out this cycle
         recent = recent_restarts(session, list(wanted), since=now - 3600.0)
+        sized = sized_cpus_per_gpu(session, list(wanted))  # their CPUs follow their GPUs
         # Resizes under way: dropped if the policy changed its mind or the job moved on.
         for job_id, fl in list(self.in_flight.items()):
             job, want = jobs.get(job_id), wanted.get(job_id)
@@ -184,7 +201,8 @@ class Resizer(Sequencer):
             del self.in_flight[job_id]
             # Judged again: in the grace period the GPUs may have gone, or the gain.
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
-                      node_free=free.get(job.partition, []), recent=recent.get(job_id, 0))
+                      node_free=free.get(job.partition, []), recent=recent.get(job_id, 0),
+                      cpus_per_gpu=sized.get(job_id), nodes=snapshot.nodes)
             if v.why:
                 skipped.append((job_id, f"resize to {want.gpus} GPUs dropped after the "
                                 f"signal: {v.why}"))
@@ -201,7 +219,8 @@ class Resizer(Sequencer):
             job = jobs.get(job_id)
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
                       node_free=free.get(job.partition, []) if job else [],
-                      recent=recent.get(job_id, 0))
+                      recent=recent.get(job_id, 0), cpus_per_gpu=sized.get(job_id),
+                      nodes=snapshot.nodes)
             if v.why or job is None:
                 skipped.append((job_id, v.why))
                 continue
@@ -226,7 +245,8 @@ class Resizer(Sequencer):
         if not self.requeue_held(session, ActionKind.REQUEUE_HOLD, job, cycle_id, decision_id):
             return False
         return self.release(session, ActionKind.REQUEUE_HOLD, v.job_id,
-                            gpu_fields(v.per_node, v.nodes, job.nodes), cycle_id, decision_id)
+                            gpu_fields(v.per_node, v.nodes, job.nodes, v.cpus_per_node),
+                            cycle_id, decision_id)
 
 
 def _free_by_partition(snapshot: ClusterSnapshot) -> dict[str, list[int]]:

@@ -60,9 +60,13 @@ def release_lines(job_id: JobId, fields: str, place: tuple[str, int] | None) -> 
     return tuple(lines)
 
 
-def gpu_fields(per_node: int, nodes: int, nodes_now: int) -> str:
+def gpu_fields(per_node: int, nodes: int, nodes_now: int, cpus_per_node: int | None = None
+               ) -> str:
+    """The update fields of a new GPU request; `cpus_per_node`: a job the daemon sized
+    (sizing.py), whose CPUs follow its GPUs in the same update."""
     fields = f"TresPerNode=gres:gpu:{per_node}"
-    return fields + (f" NumNodes={nodes}" if nodes != nodes_now else "")
+    fields += f" NumNodes={nodes}" if nodes != nodes_now else ""
+    return fields + (f" MinCPUsNode={cpus_per_node}" if cpus_per_node is not None else "")
 
 
 class Sequencer:

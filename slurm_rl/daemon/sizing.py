@@ -12,7 +12,10 @@ intent; rlsbatch never makes a job like that in any other way. Each cycle, for e
   (limits.py: the daemon acts as operator, so it must not grant more), split evenly over nodes
   (a count that does not split is lowered to the next one that does);
 - CPUs per node: `cpus_per_gpu` × GPUs per node ([sizing]; 0: the node's CPUs shared evenly
-  over its GPUs), never more than the smallest node of the partition that has those GPUs;
+  over its GPUs; with `cpus_from_history`, the CPUs per GPU of the owner's last completed run
+  of the same model where sacct knows it: cpu_history.py), never more than the smallest node
+  of the partition that has those GPUs, nor than the owner could ask for (the partition's
+  MaxCPUsPerNode, QOS and association cpu limits: limits.py), and at least 1;
 - scontrol runs `update JobId=… TresPerNode=gres:gpu:K [NumNodes=N] MinCPUsNode=C`, then, in
   a second process and only if Slurm took the update, `release …` (scontrol reading stdin goes
   on after a refused line, so one process would release a job with no GPUs), recorded as one
@@ -24,11 +27,18 @@ next cycle; after `max_wait_cycles` tries it is released at the range minimum wi
 update that took without its release leaves the job held with GPUs: the job's last SIZE_RELEASE
 action is then not DONE, and that is how it is recognised and released next cycle. The actuator
 leaves these jobs' GPU counts to this module (`withheld`); their order it sets as for any job.
+
+Once sized, the job's CPUs are the daemon's: when a resize later changes its GPUs (resize.py),
+its CPUs per node follow in the same update, at the CPUs per GPU it was sized with
+(`sized_cpus_per_gpu`, read from its DONE SIZE_RELEASE action: the daemon's own record, which
+no user can write) under the same caps (`cpus_for`). A job whose CPUs its owner asked for has no
+such action and keeps them.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -39,6 +49,7 @@ from sqlalchemy.orm import Session
 from slurm_rl.config import SizingConfig
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, NodeView
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
+from slurm_rl.daemon.cpu_history import CpuHistory
 from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
 from slurm_rl.daemon.poll import Polled
 from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
@@ -99,11 +110,25 @@ def cpus_per_node(per_node: int, cpus_per_gpu: int, nodes: Sequence[NodeView]) -
     return max(1, min(most, per_node * max(each, 1)))
 
 
+def cpus_for(per_node: int, nodes: int, cpus_per_gpu: int, members: Sequence[NodeView],
+             limit: PartitionLimits | None) -> int | None:
+    """`cpus_per_node` for `per_node` GPUs on each of `nodes` nodes, also capped at what the
+    owner may ask for (`limit`: the partition's, QOS's and association's cpu limits); at least
+    1. None when no usable node of `members` has `per_node` GPUs."""
+    cpus = cpus_per_node(per_node, cpus_per_gpu, members)
+    cap = limit.cpu_cap(nodes) if limit is not None else None
+    if cpus is None or cap is None:
+        return cpus
+    return max(1, min(cpus, cap))
+
+
 def size_job(job: JobView, chosen: int | None, *, settings: SizingConfig,
              limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
-             nodes: Sequence[NodeView], fallback: bool = False) -> Sized | str:
+             nodes: Sequence[NodeView], fallback: bool = False,
+             cpus_per_gpu: tuple[int, str] | None = None) -> Sized | str:
     """Pure: what `job` gets when the policy chose `chosen` GPUs (None: none), or the one-line
-    reason it can not be sized now. `fallback`: the range minimum, whatever the policy chose."""
+    reason it can not be sized now. `fallback`: the range minimum, whatever the policy chose.
+    `cpus_per_gpu`: (CPUs per GPU, where from) instead of the site's [sizing] value."""
     it = job.intent
     assert it is not None
     lo = max(it.gpus_min or 1, 1)
@@ -128,11 +153,16 @@ def size_job(job: JobView, chosen: int | None, *, settings: SizingConfig,
             continue
         per_node, n = req
         members = [nd for nd in nodes if job.partition in nd.partitions]
-        cpus = cpus_per_node(per_node, settings.cpus_per_gpu, members)
+        each = settings.cpus_per_gpu if cpus_per_gpu is None else cpus_per_gpu[0]
+        cpus = cpus_for(per_node, n, each, members, limit)
         if cpus is None:
             return f"no usable node of partition {job.partition!r} has {per_node} GPUs"
         if gpus != want:
             why += f", lowered to {gpus} to split evenly over nodes of {cap} GPUs"
+        if cpus_per_gpu is not None:
+            why += f"; {each} CPUs per GPU, {cpus_per_gpu[1]}"
+        if cpus != cpus_per_node(per_node, each, members):
+            why += f"; CPUs capped at {cpus} a node by the owner's CPU limits"
         return Sized(job_id=job.id, gpus=gpus, per_node=per_node, nodes=n,
                      cpus_per_node=cpus, why=why)
     return f"no count in {lo}-{want} splits evenly over nodes of {cap} GPUs"
@@ -159,7 +189,8 @@ class SizingPlan:
 
 class Sizer:
     """Sizes and releases deadline-only jobs (module docstring); remembers only how many
-    cycles each job has waited (the action log keeps the rest)."""
+    cycles each job has waited, and the CPUs per GPU of each one's earlier run (the action log
+    keeps the rest)."""
 
     def __init__(self, runner: InputRunner, settings: SizingConfig | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
@@ -167,6 +198,9 @@ class Sizer:
         self.settings = settings or SizingConfig()
         self.clock = clock
         self.tries: dict[JobId, int] = {}
+        self.history = CpuHistory(runner) if self.settings.cpus_from_history else None
+        self.ratios: dict[JobId, tuple[int, str]] = {}
+        """CPUs per GPU of the earlier run (`awaiting` finds them; `plan` uses them)."""
 
     def awaiting(self, session: Session, polled: Polled, snapshot: ClusterSnapshot
                  ) -> list[JobView]:
@@ -178,7 +212,14 @@ class Sizer:
         reasons = {e.record.job_id: e.record.reason for e in polled.entries.values()
                    if e.record.job_id in {j.id for j in maybe}}
         retry = set(unfinished_sizing(session, [j.id for j in maybe if j.gpus > 0]))
-        return [j for j in maybe if awaiting_sizing(j, reasons.get(j.id, ""), j.id in retry)]
+        out = [j for j in maybe if awaiting_sizing(j, reasons.get(j.id, ""), j.id in retry)]
+        self.ratios = {}
+        if self.history is not None:
+            for job in out:
+                if (found := self.history.cpus_per_gpu(session, job)) is not None:
+                    self.ratios[job.id] = (found[0],
+                                           f"as the owner's run {found[1]} of the model had")
+        return out
 
     def unheld(self, snapshot: ClusterSnapshot, waiting: Sequence[JobView]) -> ClusterSnapshot:
         """The snapshot the policy decides on: jobs awaiting sizing shown as not held (they are
@@ -207,7 +248,8 @@ class Sizer:
         for job in waiting:
             late = self.tries.get(job.id, 0) >= self.settings.max_wait_cycles
             got = size_job(job, chosen.get(job.id), settings=self.settings, limits=limits,
-                           assoc=assoc, nodes=snapshot.nodes, fallback=late)
+                           assoc=assoc, nodes=snapshot.nodes, fallback=late,
+                           cpus_per_gpu=self.ratios.get(job.id))
             if isinstance(got, str) and late and job_limits(job, limits, assoc) is None:
                 # Limits still unreadable: the minimum on one node, as a last resort, so that
                 # the job is not held for ever.
@@ -286,3 +328,35 @@ def unfinished_sizing(session: Session, job_ids: Sequence[JobId]) -> list[JobId]
     for job_id, status in rows:
         last[job_id] = status
     return [JobId(j) for j, st in last.items() if st is not ActionStatus.DONE]
+
+
+def sized_cpus_per_gpu(session: Session, job_ids: Sequence[JobId]) -> dict[JobId, int]:
+    """Of `job_ids`, those the daemon sized (a SIZE_RELEASE action DONE), each with the CPUs per
+    GPU it was given (`cpus_per_gpu_of` its latest such action)."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(_action_jobs.c.job_id, _actions.c.argv)
+        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .where(_actions.c.kind == ActionKind.SIZE_RELEASE,
+               _actions.c.status == ActionStatus.DONE,
+               _action_jobs.c.job_id.in_(list(job_ids)))
+        .order_by(_actions.c.id)
+    ).all()
+    out: dict[JobId, int] = {}
+    for job_id, argv in rows:
+        ratio = cpus_per_gpu_of(argv)
+        if ratio is not None:
+            out[JobId(job_id)] = ratio
+    return out
+
+
+def cpus_per_gpu_of(argv: Sequence[str]) -> int | None:
+    """A SIZE_RELEASE action's argv (`Sized.lines`) → MinCPUsNode over the GPUs per node, at
+    least 1; None if it does not have both."""
+    fields = dict(w.split("=", 1) for w in argv if isinstance(w, str) and "=" in w)
+    cpus = re.fullmatch(r"[0-9]{1,9}", fields.get("MinCPUsNode", ""))
+    per_node = re.fullmatch(r"gres:gpu:([0-9]{1,9})", fields.get("TresPerNode", ""))
+    if cpus is None or per_node is None or int(per_node.group(1)) == 0:
+        return None
+    return max(1, int(cpus.group(0)) // int(per_node.group(1)))

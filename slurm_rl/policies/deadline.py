@@ -55,7 +55,16 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Resize, ServiceClass, id_key
+from slurm_rl.core import (
+    ClusterSnapshot,
+    Decision,
+    JobId,
+    JobView,
+    Preempt,
+    Resize,
+    ServiceClass,
+    id_key,
+)
 from slurm_rl.policies import urgency
 from slurm_rl.policies.deadline_jobs import Fate, Job, Share, make_job, resizable
 from slurm_rl.policies.deadline_plan import Round
@@ -70,12 +79,15 @@ NAME = "deadline"
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
-    # Declares Resizing (capabilities.py) only: it keeps nothing between calls but a memo of
-    # what pending views decide (tests/policies/test_deadline_fast.py).
+    # Declares Resizing and Preempting (capabilities.py); it keeps nothing between calls but a
+    # memo of what pending views decide (tests/policies/test_deadline_fast.py).
     min_gain: float = 0.1
     """A spare GPU step must shorten the predicted remaining time by at least this fraction."""
     resize_cost_s: float = 30.0
     """Restart time assumed for resizing a running elastic job (checkpoint, requeue, reload)."""
+    suspend: bool = True
+    """Running elastic jobs without a reservation may be suspended (requeued) so that a
+    reserved share starts on time."""
     urgent_share: float = DEFAULT_SHARE
     """A user's urgent jobs (urgency.py) hold and ask for at most this share of the GPUs; the
     rest are ordered as jobs without a deadline."""
@@ -96,6 +108,10 @@ class DeadlinePolicy:
     def may_resize(self, job: JobView) -> bool:
         """Resizing (capabilities.py): running elastic managed jobs with a GPU range."""
         return resizable(job)
+
+    def may_preempt(self, job: JobView) -> bool:
+        """Preempting (capabilities.py): the jobs it may resize, when `suspend` is on."""
+        return self.suspend and resizable(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         now = snapshot.time
@@ -125,7 +141,7 @@ class DeadlinePolicy:
         elastic = [v for v in snapshot.running if v.id in ids] if ids else []
         r = Round(snapshot, pending, min_gain=self.min_gain, resize_cost_s=self.resize_cost_s,
                   capped=partial(self._capped, snapshot), shape=(node_cap, total, alloc),
-                  elastic=elastic)
+                  elastic=elastic, suspend=self.suspend)
         ranked_jobs = r.allocate()
         r.spare()
         ranked: list[Ranked] = []
@@ -138,12 +154,15 @@ class DeadlinePolicy:
             sh = share.get(jid)
             g = start.get(jid, sh.gpus if sh is not None else j.counts[0])
             ranked.append((j.view, partial(why, j, g), g))
-        resizes = []
+        resizes, preempts = [], []
         for jid, g in sorted(r.size.items(), key=lambda e: id_key(e[0])):
             rj = r.run_jobs[jid]
-            if g != rj.view.gpus:
+            if g == 0:
+                preempts.append(Preempt(job_id=jid, reason=r.notes.get(jid, "suspended")))
+            elif g != rj.view.gpus:
                 resizes.append(Resize(job_id=jid, gpus=g, reason=_why_resize(r, rj, g)))
-        return Decision(policy=self.name, order=orders(ranked), resizes=tuple(resizes))
+        return Decision(policy=self.name, order=orders(ranked), resizes=tuple(resizes),
+                        preemptions=tuple(preempts))
 
     def _elastic_ids(self, snapshot: ClusterSnapshot) -> frozenset[JobId]:
         """Ids of the running jobs it may resize: kept with the running set they were found

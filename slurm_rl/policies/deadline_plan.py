@@ -25,7 +25,7 @@ class Round:
 
     def __init__(self, snapshot: ClusterSnapshot, jobs: Sequence[Job], *, min_gain: float,
                  resize_cost_s: float, capped: Capper, shape: tuple[int, int, int],
-                 elastic: Sequence[JobView]) -> None:
+                 elastic: Sequence[JobView], suspend: bool = False) -> None:
         """`shape`: (GPUs per node, usable GPUs, allocated GPUs on usable nodes); `elastic`:
         the running jobs it may resize (`resizable`)."""
         self.now = snapshot.time
@@ -33,6 +33,10 @@ class Round:
         self.jobs = jobs
         self.by_id = {j.view.id: j for j in jobs}
         self.min_gain, self.cost = min_gain, resize_cost_s
+        self.suspend = suspend
+        """Running elastic jobs without a reservation hold nothing in the plan: a reserved
+        share that does not place now suspends them (requeued, they resume later)."""
+        self.suspended: set[JobId] = set()
         self.cap = Capacity.of(snapshot)
         self.node_cap, self.total, self.alloc = shape
         self.free = self.cap.total_free
@@ -113,7 +117,7 @@ class Round:
                 v = running[i]
                 rj = elastic.get(v.id)
                 if rj is not None:
-                    if not rj.reserves():
+                    if not rj.reserves() and not self.suspend:
                         f = rj.counts[0]
                         holds.append((now + rj.rem(f), f))
                     continue
@@ -129,7 +133,8 @@ class Round:
         shown = sum(self.snapshot.running_gpus)
         el = self.run_jobs.values()
         return (max(0, self.alloc - shown) + shown - sum(rj.view.gpus for rj in el)
-                + sum(rj.counts[0] for rj in el if not rj.reserves()))
+                + (0 if self.suspend else
+                   sum(rj.counts[0] for rj in el if not rj.reserves())))
 
     def _plan(self, capped: set[JobId], order: Sequence[Job]) -> LazyProfile:
         self.fate, self.share, self.floor = {}, {}, {}
@@ -184,7 +189,7 @@ class Round:
             return
         self.fate[jid] = Fate.LATE
         self._squeezed = True
-        if running:  # best-effort: holds its first count
+        if running and not self.suspend:  # best-effort: holds its first count
             prof.add(now, now + j.rem(j.counts[0]), j.counts[0])
 
     # 2. Now ---------------------------------------------------------------------------------
@@ -258,6 +263,21 @@ class Round:
                     self.notes[sid] = f"shrink to {self.size[sid]} GPUs to start job {jid}"
                 self._take(packed)
                 return True
+        if urgent and self.suspend:
+            for rid in self._suspendable(jid):
+                shrunk.append((rid, self.size[rid]))
+                self.size[rid] = 0
+                packed = self._pack()
+                if packed is not None:
+                    for sid, _ in shrunk:
+                        if self.size[sid] == 0:
+                            self.suspended.add(sid)
+                            self.notes[sid] = f"suspended to start job {jid} for its deadline"
+                        else:
+                            self.shrunk.add(sid)
+                            self.notes[sid] = f"shrink to {self.size[sid]} GPUs to start job {jid}"
+                    self._take(packed)
+                    return True
         for rid, old in shrunk:
             self.size[rid] = old
         if had is None:
@@ -275,8 +295,19 @@ class Round:
                                   id_key(rid)))
         return out
 
+    def _suspendable(self, jid: JobId) -> list[JobId]:
+        """Running elastic jobs without a reservation that a reserved share may suspend:
+        the last in best-effort order first."""
+        out = [rid for rid, g in self.size.items() if rid != jid and g > 0
+               and self.fate.get(rid) not in (Fate.RESERVED, Fate.UNKNOWN)]
+        out.sort(key=lambda rid: self.run_jobs[rid].be_order(), reverse=True)
+        return out
+
     def _reclaimable(self, jid: JobId, urgent: bool) -> int:
-        return sum(self.size[rid] - self.floor[rid] for rid in self._shrinkable(jid, urgent))
+        out = sum(self.size[rid] - self.floor[rid] for rid in self._shrinkable(jid, urgent))
+        if urgent and self.suspend:
+            out += sum(self.floor[rid] for rid in self._suspendable(jid))
+        return out
 
     def _take(self, packed: Capacity) -> None:
         self.cap = packed
@@ -292,7 +323,7 @@ class Round:
                  if g != self.run_jobs[jid].view.gpus]
         for v, _ in moved:
             cap.release(job_layout(v, v.gpus, nc))
-        parts = [job_layout(v, g, nc) for v, g in moved]
+        parts = [job_layout(v, g, nc) for v, g in moved if g > 0]
         parts += [job_layout(self.by_id[jid].view, g, nc) for jid, g in self.start.items()]
         parts.sort(key=lambda p: (-max(p, default=0), -len(p)))
         for p in parts:
@@ -315,7 +346,7 @@ class Round:
             jobs[jid] = self.by_id[jid]
             self._push(heap, jobs[jid], x, False)
         for jid, x in self.size.items():
-            if jid not in self.shrunk:
+            if jid not in self.shrunk and jid not in self.suspended:
                 jobs[jid] = self.run_jobs[jid]
                 self._push(heap, self.run_jobs[jid], x, True)
         while heap and self.free > 0:

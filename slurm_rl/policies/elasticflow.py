@@ -106,9 +106,9 @@ class ElasticFlow:
 def _needs_plan(r: Round) -> bool:
     """Whether `r.plan()` would judge a job (a deadline job not yet admitted or declined):
     otherwise it changes no verdict."""
-    sticky = r.sticky
-    return any(deadline_of(j) is not None and not j.held and j.id not in sticky.admitted
-               and j.id not in sticky.declined for j in r.pending)
+    admitted, declined = r.sticky.admitted, r.sticky.declined
+    return any(j.id not in admitted and j.id not in declined and not j.held
+               and deadline_of(j) is not None for j in r.pending)
 
 
 def _may_act(r: Round) -> bool:

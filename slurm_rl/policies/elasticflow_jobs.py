@@ -12,6 +12,7 @@ from functools import lru_cache
 from slurm_rl import perfmodel
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView
 from slurm_rl.policies.elasticflow_nodes import NodeMemo
+from slurm_rl.policies.elasticflow_plan import Reuse
 from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_memo
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.ordering import submit_key
@@ -38,6 +39,8 @@ class Info:
     [gpus] for a job without a range."""
     ranged: bool
     rems: dict[int, float] = field(default_factory=dict)
+    reuse: Reuse | None = None
+    """The last rigid plan made for the job and what it read (`plan_rigid`)."""
 
     def rem(self, g: int) -> float:
         """Remaining time at g GPUs (unknown: inf)."""
@@ -71,6 +74,8 @@ class Sticky:
     running_ids: frozenset[JobId] | None = None
     elastic_ids: frozenset[JobId] = frozenset()
     """Running jobs of `running_ids` that are `resizable`."""
+    order: list[int] = field(default_factory=list)
+    """The order that sorted the last base profile's ends (elasticflow_base.of_ends)."""
 
     def clear(self) -> None:
         self.admitted.clear()
@@ -78,6 +83,7 @@ class Sticky:
         self.cache.clear()
         self.nodes = NodeMemo()
         self.running_ids, self.elastic_ids = None, frozenset()
+        self.order = []
         self.declined_total = 0
 
     def decline(self, jid: JobId) -> None:

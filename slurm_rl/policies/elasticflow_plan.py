@@ -80,7 +80,7 @@ class Profile:
         i = self._cut(start)
         j = self._cut(end) if end < math.inf else len(self.times)
         free = self.free
-        free[i:j] = [f - gpus for f in free[i:j]]
+        free[i:j] = map(gpus.__rsub__, free[i:j])  # f - gpus each
 
     def take_steps(self, steps: Sequence[Step]) -> None:
         for a, b, g in steps:
@@ -133,7 +133,7 @@ def plan_job(profile: Profile, now: float, deadline: float, rem: Callable[[int],
     holds until done (past the deadline: `ok` False), as the original's "allocate from ddl".
     `floor`: GPUs it keeps in the first step whatever the profile says (a running job that
     cannot be paused). `fast` False: the general loop even for a rigid job (the reference
-    its fast path, `_plan_one`, is tested against)."""
+    its fast path, `plan_rigid`, is tested against)."""
     rates = {}
     for c in counts:
         r = rem(c)
@@ -143,7 +143,7 @@ def plan_job(profile: Profile, now: float, deadline: float, rem: Callable[[int],
     n = bisect.bisect_left(times, deadline) if deadline > now else 0
     one = counts[0] if len(counts) == 1 else 0  # a rigid job: level(f) is it or nothing
     if fast and one and not floor and 0.0 < rates[one] < math.inf:
-        return _plan_one(times, free, now, deadline, n, rates[one], one, work)
+        return plan_rigid(profile, now, deadline, rates[one], one, work)[0]
     for qi, q in enumerate(counts):
         acc, point = 0.0, None
         b = deadline
@@ -170,21 +170,49 @@ def plan_job(profile: Profile, now: float, deadline: float, rem: Callable[[int],
     return Plan(steps=plan.steps, end=plan.end, ok=plan.end <= deadline)
 
 
-def _plan_one(times: list[float], free: list[int], now: float, deadline: float, n: int,
-              r: float, one: int, work: float) -> Plan:
+@dataclass(frozen=True, slots=True)
+class Reuse:
+    """A rigid plan and all of the profile it was made from: the steps from its point to the
+    deadline. A later profile with the same values there gives the same plan (`plan_rigid`)."""
+
+    key: tuple[float, float, int, float]
+    """(deadline, rate, GPUs, work)."""
+    times: list[float]
+    free: list[int]
+    plan: Plan
+
+
+def plan_rigid(profile: Profile, now: float, deadline: float, r: float, one: int,
+               work: float = 1.0, last: Reuse | None = None) -> tuple[Plan, Reuse | None]:
     """`plan_job` for a rigid job (one count, rate r, 0 < r < inf, no floor): the same float
     operations in the same order, run in C loops (`accumulate`, `map`) over windows of profile
     steps that double in size, instead of a Python loop over every step
-    (test_elasticflow_gate.py checks it against `plan_job`'s general loop)."""
-    point = _point_one(times, free, deadline, n, r, one, work)
+    (test_elasticflow_gate.py checks it against `plan_job`'s general loop).
+
+    `last`: what an earlier call returned for the job. Where its key is the same and `profile`
+    holds the very values it read (the steps from the point to the deadline, compared wherever
+    they now lie), that plan is the answer: the backward walk and the forward run read only
+    those steps and the deadline, so they would make it again, float for float. The second
+    value: what to pass next time (None: a plan that read from now, which moves)."""
+    times, free = profile.times, profile.free
+    n = bisect.bisect_left(times, deadline) if deadline > now else 0
+    key = (deadline, r, one, work)
+    if last is not None and n and last.key == key:
+        lo = n - len(last.free)
+        if lo >= 0 and free[lo:n] == last.free and times[lo:n] == last.times:
+            return last.plan, last
+    # (the walk back mostly ends near where it did last time: one window to a bit past there)
+    hint = len(last.free) + len(last.free) // 8 + 2 if last is not None else 0
+    point = _point_one(times, free, deadline, n, r, one, work, hint)
     if point is not None:
-        plan = _forward_one(times, free, deadline, work, r, one, point)
+        # (a run that ends by the deadline ends by step n: one window to there)
+        plan = _forward_one(times, free, deadline, work, r, one, point, n - point)
         if plan is not None and plan.end <= deadline:
-            return plan
+            return plan, Reuse(key=key, times=times[point:n], free=free[point:n], plan=plan)
     plan = _forward_one(times, free, math.inf, work, r, one, 0)
     if plan is None:  # the profile never holds a count: it never ends
-        return Plan(steps=(), end=math.inf, ok=False)
-    return Plan(steps=plan.steps, end=plan.end, ok=plan.end <= deadline)
+        return Plan(steps=(), end=math.inf, ok=False), None
+    return Plan(steps=plan.steps, end=plan.end, ok=plan.end <= deadline), None
 
 
 _WINDOW = 16
@@ -192,10 +220,11 @@ _WINDOW = 16
 
 
 def _point_one(times: list[float], free: list[int], deadline: float, n: int, r: float,
-               one: int, work: float) -> int | None:
+               one: int, work: float, first: int = 0) -> int | None:
     """The step where the backward walk from the deadline over the steps that hold `one`
-    (acc += (b - a) * r) first holds `work`; None: it never does."""
-    acc, hi, size = 0.0, n, _WINDOW
+    (acc += (b - a) * r) first holds `work`; None: it never does. `first`: steps to read in
+    the first window (more than `_WINDOW`; the window changes no float operation)."""
+    acc, hi, size = 0.0, n, max(first, _WINDOW)
     while hi > 0:
         lo = max(0, hi - size)
         size *= 2
@@ -215,13 +244,13 @@ def _point_one(times: list[float], free: list[int], deadline: float, n: int, r: 
 
 
 def _forward_one(times: list[float], free: list[int], until: float, work: float, r: float,
-                 one: int, k0: int) -> Plan | None:
-    """`_forward` for `_plan_one`, from step k0 (its point) on: each step that holds `one`
+                 one: int, k0: int, first: int = 0) -> Plan | None:
+    """`_forward` for `plan_rigid`, from step k0 (its point) on: each step that holds `one`
     runs it (left -= (b - a) * r) until a + left / r <= b; one plan step while it runs
-    without a break."""
+    without a break. `first`: steps to read in the first window (more than `_WINDOW`)."""
     n = bisect.bisect_left(times, until) if until < math.inf else len(times)
     steps: list[Step] = []
-    left, lo, size = work, k0, _WINDOW
+    left, lo, size = work, k0, max(first, _WINDOW)
     open_a: float | None = None  # start of the plan step still running
     last_b: float | None = None  # b of the last step that ran
     while lo < n:

@@ -7,12 +7,12 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
-from itertools import compress
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, Resize, id_key
+from slurm_rl.policies.elasticflow_base import base_free, base_profile
 from slurm_rl.policies.elasticflow_jobs import Info, Sticky, deadline_of, edf_key, elastic_ids
 from slurm_rl.policies.elasticflow_nodes import Alloc, NodeMap
-from slurm_rl.policies.elasticflow_plan import Plan, Profile, plan_job
+from slurm_rl.policies.elasticflow_plan import Plan, Profile, plan_job, plan_rigid
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
@@ -51,61 +51,16 @@ class Round:
     def best_effort(self, j: JobView) -> bool:
         return deadline_of(j) is None or j.id in self.sticky.declined
 
-    # 1-2. Profile, plans, admission ------------------------------------------------------
-
-    def base_profile(self) -> Profile:
-        """Free GPUs over time without the admitted jobs: running jobs that cannot be
-        re-planned hold their GPUs to their estimated end (unknown: for ever), running
-        best-effort elastic jobs their minimum, GPUs of jobs the snapshot does not show for
-        ever."""
-        return Profile.of_holds(self.now, self.total, self.base_holds())
-
-    def base_free(self) -> int:
-        """`base_profile().free[0]` (the GPUs it has free now), without building it."""
-        now = self.now
-        snap = self.snapshot
-        preds = snap.running_predicted
-        if not self.elastic and None not in preds:  # base_holds' common case, in C loops
-            gpus = snap.running_gpus
-            ends = [now + p if p > 0.0 else now for p in preds]  # type: ignore[operator]
-            held = sum(compress(gpus, map(now.__lt__, ends)))
-            return self.total - held - max(0, self.nodes.alloc - sum(gpus))
-        return self.total - sum(g for e, g in self.base_holds() if e > now)
-
-    def base_holds(self) -> list[tuple[float, int]]:
-        """(end, GPUs) of what `base_profile` holds from now."""
-        now, holds, snap = self.now, [], self.snapshot
-        elastic = self.elastic
-        running = snap.running if elastic else None  # views only where needed
-        gpus, preds = snap.running_gpus, snap.running_predicted
-        if not elastic and None not in preds:  # the common case, without a Python loop
-            holds = list(zip([now + p if p > 0.0 else now for p in preds],  # type: ignore[operator]
-                             gpus, strict=True))
-            holds.append((math.inf, max(0, self.nodes.alloc - sum(gpus))))
-            return holds
-        for i, (g, p) in enumerate(zip(gpus, preds, strict=True)):
-            if elastic:
-                assert running is not None
-                j = running[i]
-                if j.id in elastic:
-                    if self.best_effort(j):
-                        lo = self.inf(j).counts[0]
-                        holds.append((now + self.inf(j).rem(lo), lo))
-                    continue
-            if p is None:
-                if running is None:
-                    running = snap.running
-                holds.append((now + self.inf(running[i]).rem(g), g))
-            else:
-                holds.append((now + max(0.0, p), g))
-        holds.append((math.inf, max(0, self.nodes.alloc - sum(gpus))))
-        return holds
+    # 1-2. Plans and admission (the base profile: elasticflow_base.py) ------------------
 
     def plan_one(self, prof: Profile, j: JobView) -> Plan:
         d, i, now = deadline_of(j), self.inf(j), self.now
         assert d is not None
         if i.est is None:  # unknown duration: admitted unchecked, its minimum to its deadline
             plan = Plan(steps=((now, max(d, now + 1.0), i.counts[0]),), end=d, ok=True)
+        elif len(i.counts) == 1 and j.id not in self.elastic and 0.0 < (rate := _rate(
+                i.rem(i.counts[0]))) < math.inf:  # plan_job's rigid path, with its last plan
+            plan, i.reuse = plan_rigid(prof, now, d, rate, i.counts[0], 1.0, i.reuse)
         else:
             running = j.id in self.elastic
             plan = plan_job(prof, now, d, i.rem, i.counts)
@@ -131,9 +86,9 @@ class Round:
             (adm if j.id in sticky.admitted else new).append(j)
         adm.sort(key=edf_key)
         if not adm and not new:  # best-effort jobs alone: only the GPUs free now count
-            self.plans, self.prof, self.free_now = {}, None, self.base_free()
+            self.plans, self.prof, self.free_now = {}, None, base_free(self)
             return adm
-        base = self.base_profile()
+        base = base_profile(self)
         prof = base.copy()
         # The admitted jobs' plans, EDF over `prof`: made only as far as they are read (a
         # newcomer admitted re-plans those after it anyway), in the same order over the same
@@ -398,3 +353,8 @@ class Round:
             return text
 
         return why
+
+
+def _rate(rem: float) -> float:
+    """Work per second at a remaining time (`plan_job`'s rates)."""
+    return 1.0 / rem if rem > 0 else math.inf

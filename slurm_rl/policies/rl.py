@@ -32,7 +32,12 @@ from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.options import build
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
-from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features
+from slurm_rl.rl.features import (
+    FeatureConfig,
+    decision_from_scores,
+    pending_in_order,
+    shown_rows,
+)
 from slurm_rl.rl.scorer import NumpyScorer
 
 NAME = "rl"
@@ -133,12 +138,13 @@ class LearnedOrder:
         return s
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        f = features(snapshot, self._fcfg)
-        n = len(f.shown_ids)
-        if n == 0:
-            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
-        s = self.scores(f.job_feats[:n], f.cluster_feats, snapshot.time)
-        return decision_from_scores(snapshot, f.shown_ids, s, policy=self.name)
+        pending = pending_in_order(snapshot)
+        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending)
+        if not shown_ids:
+            return decision_from_scores(snapshot, shown_ids, [], policy=self.name,
+                                        pending=pending)
+        s = self.scores(rows, cluster, snapshot.time)
+        return decision_from_scores(snapshot, shown_ids, s, policy=self.name, pending=pending)
 
 
 @dataclass(frozen=True, kw_only=True)

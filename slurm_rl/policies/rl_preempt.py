@@ -34,6 +34,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
+from operator import attrgetter, itemgetter
 from typing import Any
 
 import numpy as np
@@ -45,13 +46,15 @@ from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
 from slurm_rl.policies.rl import LearnedOrder
 from slurm_rl.rl.features import (
     decision_from_scores,
-    features,
     pending_in_order,
     running_rows,
+    shown_rows,
     some_rows,
 )
 
 _Key = tuple[float, float | None, int]
+_GPUS, _NODES, _first = attrgetter("gpus"), attrgetter("nodes"), itemgetter(0)
+_FIRST_FEW = 8
 
 
 def _run(v: JobView) -> _Key:
@@ -104,6 +107,25 @@ class Memo:
             e = self.jobs.get(jid)
             if e is not None and _run(e[1]) == run:
                 self.drop(jid)
+
+    def fill(self, views: Sequence[JobView], scores: list[float], now: float) -> bool:
+        """`keep` each of `views` with its score, into an empty memo, sorted once; False (the
+        memo left empty) if two share an id (`keep` would keep the later one only)."""
+        seq, m, inf = self.seq, self.margin, math.inf
+        made = []
+        for v, x in zip(views, scores, strict=True):
+            t = v.submit_time  # (NaN sorts as -inf, as in keep)
+            made.append(((x if x == x else -inf, -t if t == t else -inf, seq), v, x))
+            seq += 1
+        jobs = {v.id: (key, v, now) for key, v, _ in made}
+        if len(jobs) < len(made):
+            return False
+        made.sort(key=_first)  # (keys are distinct: seq)
+        self.seq, self.jobs = seq, jobs
+        self.keys = [key for key, _, _ in made]
+        self.views = [v for _, v, _ in made]
+        self.thr = [x + m for _, _, x in made]
+        return True
 
     def keep(self, v: JobView, score: float, now: float) -> None:
         self.drop(v.id)
@@ -166,9 +188,15 @@ class RLPreempting(LearnedOrder):
                  cluster: npt.NDArray[np.float32]) -> None:
         """Score `jobs` (views of this snapshot) now and keep the scores."""
         if jobs:
-            s = self.scores(running_rows(snapshot, jobs), cluster, snapshot.time)
+            s = self.scores(running_rows(snapshot, jobs), cluster, snapshot.time).tolist()
             now, memo, r = snapshot.time, self._memo, self.protect_run_s
-            for v, x in zip(jobs, s.tolist(), strict=True):
+            if not memo.jobs and memo.fill(jobs, s, now):  # (a full rescore: one sort)
+                if r is not None:
+                    for v in jobs:
+                        if v.start_time is not None:
+                            heappush(memo.until, (v.start_time + r, v.id, _run(v)))
+                return
+            for v, x in zip(jobs, s, strict=True):
                 if r is not None and v.start_time is not None and v.id not in memo.jobs:
                     heappush(memo.until, (v.start_time + r, v.id, _run(v)))
                 memo.keep(v, x, now)
@@ -204,11 +232,16 @@ class RLPreempting(LearnedOrder):
                     memo.drop(v.id)
                 new = self._keepable(started, now)
             else:
-                current = {v.id: v for v in self._keepable(snapshot.running, now)}
-                for jid in [jid for jid, e in jobs.items()
-                            if (cv := current.get(jid)) is None or _run(cv) != _run(e[1])]:
+                # kept runs that go on stay; the rest are dropped; new runs are scored
+                new, same = [], set()
+                for v in self._keepable(snapshot.running, now):
+                    e = jobs.get(v.id)
+                    if e is not None and _run(v) == _run(e[1]):
+                        same.add(v.id)
+                    else:
+                        new.append(v)
+                for jid in [jid for jid in jobs if jid not in same]:
                     memo.drop(jid)
-                new = [v for jid, v in current.items() if jid not in jobs]
             self._rescore(snapshot, new, cluster)
         memo.expire(now)
         memo.ids = ids
@@ -220,9 +253,11 @@ class RLPreempting(LearnedOrder):
         start fits, or nothing fits and no arriving job would requeue anything on its own."""
         now = snapshot.time
         pending = [j for j in snapshot.pending if j.managed]
-        movers = [j for j in pending if not j.held]
-        if _one_fits(snapshot, movers):  # (the only one that may start: no order matters)
-            return len(movers) < 2
+        cap = Capacity.of(snapshot)
+        if cap.fits((1,)):  # (else nothing fits)
+            movers = [j for j in pending if not j.held]
+            if _one_fits(cap, movers):  # (the only one that may start: no order matters)
+                return len(movers) < 2
         # (held arrivals too: they take a slot; they do not preempt)
         arrivals = [j for j in pending if j.submit_time == now]
         if not any(not j.held for j in arrivals):
@@ -263,14 +298,14 @@ class RLPreempting(LearnedOrder):
 
     def _plan(self, snapshot: ClusterSnapshot) -> Decision:
         pending = pending_in_order(snapshot)
-        f = features(snapshot, self._fcfg, pending)
-        n = len(f.shown_ids)
+        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending)
+        n = len(shown_ids)
         if n == 0:
-            return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name,
+            return decision_from_scores(snapshot, shown_ids, [], policy=self.name,
                                         pending=pending)
-        s = self.scores(f.job_feats[:n], f.cluster_feats, snapshot.time)
-        d = decision_from_scores(snapshot, f.shown_ids, s, policy=self.name, pending=pending)
-        score = dict(zip(f.shown_ids, s.tolist(), strict=True))
+        s = self.scores(rows, cluster, snapshot.time)
+        d = decision_from_scores(snapshot, shown_ids, s, policy=self.name, pending=pending)
+        score = dict(zip(shown_ids, s.tolist(), strict=True))
         by_id = {j.id: j for j in pending[:n]}
         movers = [p for o in d.order[:n] if not (p := by_id[o.job_id]).held]
         memo, m = self._memo, self.preempt_margin
@@ -279,7 +314,7 @@ class RLPreempting(LearnedOrder):
 
         def victims() -> list[JobView]:  # (asked only if some mover does not fit)
             nonlocal thr, views
-            self._sync(snapshot, f.cluster_feats)
+            self._sync(snapshot, cluster)
             views, thr = memo.views, memo.thr
             return views
 
@@ -297,21 +332,26 @@ class RLPreempting(LearnedOrder):
                 break
             # no requeue on a kept score: score the jobs this plan stops now, plan again
             self._rescore(snapshot, [v for v in snapshot.running if v.id in stale],
-                          f.cluster_feats)
+                          cluster)
             views, thr = memo.views, memo.thr
         return Decision(policy=d.policy, order=d.order, preemptions=pre) if pre else d
 
 
-def _one_fits(snapshot: ClusterSnapshot, movers: list[JobView]) -> bool:
-    """Whether one of `movers` fits the free GPUs now (each shape asked once)."""
-    if not movers:
-        return False
-    cap = Capacity.of(snapshot)
-    if not cap.fits((1,)):
-        return False  # (no free GPU)
+def _one_fits(cap: Capacity, movers: list[JobView]) -> bool:
+    """Whether one of `movers` fits the free GPUs `cap` (each shape asked once): the first
+    few one by one (one of them often fits), then the shapes of the others as a set."""
     node_cap = cap.node_cap
-    return any(cap.fits(gang_parts(g, n, node_cap))
-               for g, n in {(j.gpus, j.nodes) for j in movers})
+    seen = set()
+    for j in movers[:_FIRST_FEW]:
+        shape = j.gpus, j.nodes
+        if shape not in seen:
+            if cap.fits(gang_parts(*shape, node_cap)):
+                return True
+            seen.add(shape)
+    rest = movers[_FIRST_FEW:]
+    return bool(rest) and any(
+        cap.fits(gang_parts(g, n, node_cap))
+        for g, n in set(zip(map(_GPUS, rest), map(_NODES, rest), strict=True)) - seen)
 
 
 def new(**options: Any) -> RLPreempting:

@@ -31,12 +31,15 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import pairwise
+from operator import attrgetter
 
 import numpy as np
 import numpy.typing as npt
 
 from slurm_rl import gittins_table
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, ServiceClass, id_key
+from slurm_rl.policies import ordering as _ordering  # noqa: F401 (its JobOrder check)
 from slurm_rl.policies.estimates import estimate_remaining
 
 JOB_FEATURES: tuple[str, ...] = (
@@ -93,6 +96,7 @@ FEATURE_BOUND = 10.0
 GITTINS_RESTART_COST_S = 30.0
 """Seconds per restart taken off a job's attained run time for the `gittins` column (as the
 `gittins` policy does by default)."""
+_GPUS = attrgetter("gpus")
 _REASON = "rl: ranked by the learned score"
 _REASON_UNSHOWN = "rl: not shown to the network (oldest-first cut), after the shown jobs"
 
@@ -148,7 +152,14 @@ def _submit_key(j: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
 def pending_in_order(snapshot: ClusterSnapshot) -> list[JobView]:
     """Managed pending jobs oldest first (submit time, then job id): the order slots are
     filled in. Unmanaged jobs are never ranked (policies.md); the daemon leaves them to Slurm."""
-    return sorted([j for j in snapshot.pending if j.managed], key=_submit_key)  # near-sorted
+    jobs = [j for j in snapshot.pending if j.managed]
+    # Often in that order already (the simulator's): then sorting would keep it as it is,
+    # seen without building every key (a NaN submit time fails both tests: sorted as before).
+    for a, b in pairwise(jobs):
+        ta, tb = a.submit_time, b.submit_time
+        if not (ta < tb or (ta == tb and id_key(a.id) <= id_key(b.id))):
+            return sorted(jobs, key=_submit_key)
+    return jobs
 
 
 def _free_shape(snapshot: ClusterSnapshot) -> tuple[list[int], int, int, int, int, int]:
@@ -188,16 +199,19 @@ def gittins_column(job: JobView) -> float:
 
 
 _WAIT, _SLACK, _FITS = (JOB_FEATURES.index(c) for c in ("wait", "slack", "fits_now"))
-_PENDING_COLS = [_WAIT, _SLACK, _FITS]
-_STATIC: dict[int, tuple[JobView, int, npt.NDArray[np.float64], int, float | None]] = {}
+_STATIC: dict[int, tuple[JobView, int, int, int, float | None]] = {}
 """A shown job's columns that do not move with the clock or the free GPUs, per JobView object
 (views are immutable; the simulator keeps a pending job's view until it changes), checked by
-identity and the cluster's usable GPUs. Only a cache: the daemon builds new views each cycle."""
+identity and the cluster's usable GPUs: (view, usable GPUs, its row of _STORE, GPU range
+minimum, deadline). Only a cache: the daemon builds new views each cycle."""
 _STATIC_MAX = 20_000
+_STORE = np.empty((_STATIC_MAX, N_JOB_FEATURES), dtype=np.float64)
+"""The cached rows: entry i of _STATIC (in insertion order) holds row i, so that the rows of
+the shown jobs are one gather (`_STORE[slots]`), not a list of arrays."""
 
 
 def _static_row(j: JobView, total: int, running: bool = False,
-                ) -> tuple[npt.NDArray[np.float64], int, float | None]:
+                ) -> tuple[tuple[float, ...], int, float | None]:
     """(the row with zero wait and slack, fits_now 0 — 1 if `running`; the GPU range minimum;
     the deadline). `running`: for `running_rows`, which writes the _DYN columns over it (the
     remaining estimate and gittins are not worked out here)."""
@@ -212,46 +226,54 @@ def _static_row(j: JobView, total: int, running: bool = False,
     est = None if running else estimate_remaining(j, j.submit_time)
     left = est.seconds if est is not None else 0.0
     limit = j.time_limit_s or 0.0
-    row = np.array((
+    row = (
         0.0, _lg(j.gpus), _lg(lo), _lg(hi), rng is not None,
         _lt(j.attained_gpu_s), _lt(j.attained_gpu_s / max(j.gpus, 1)),
         math.log1p(j.restarts), frac or 0.0, frac is not None,
         cls is ServiceClass.CRITICAL, cls is ServiceClass.BESTEFFORT,
         deadline is not None, 0.0, bool(it and it.hard and deadline is not None),
         _lt(limit), bool(it and it.elastic), running, 0.0 if running else gittins_column(j),
-        _lt(left), _lt(left * j.gpus), _lt(limit * j.gpus)), dtype=np.float64)
-    return row, lo, deadline
+        _lt(left), _lt(left * j.gpus), _lt(limit * j.gpus))
+    return row, lo, deadline  # (numpy reads the bools as 0.0 and 1.0)
 
 
-def _pending_rows(rows: npt.NDArray[np.float64], jobs: Sequence[JobView], now: float,
-                  total: int, max_free: int, per_node: int, free: int) -> None:
-    """Write the pending `jobs`' rows into rows[:len(jobs)]: the static columns from the
-    cache, then wait, slack and fits_now (the values `_lt` gives, inlined)."""
+def _pending_rows(jobs: Sequence[JobView], now: float, total: int, max_free: int,
+                  per_node: int, free: int) -> npt.NDArray[np.float64]:
+    """The pending `jobs`' rows (float64, not clipped): the static columns from the cache,
+    then wait, slack and fits_now (the values `_lt` gives, inlined)."""
     log1p, copysign = math.log1p, math.copysign
-    cache = _STATIC
+    cache, store = _STATIC, _STORE
     if len(cache) + len(jobs) > _STATIC_MAX:
         cache.clear()
-    statics = []
-    cols: list[tuple[float, float, bool]] = []
+    slots: list[int] = []
+    waits: list[float] = []
+    slacks: list[float] = []
+    fits: list[bool] = []
     for j in jobs:
         hit = cache.get(id(j))
         if hit is None or hit[0] is not j or hit[1] != total:
-            hit = cache[id(j)] = (j, total, *_static_row(j, total))
-        _, _, static, lo, deadline = hit
+            slot = len(cache) if hit is None else hit[2]
+            static, lo, deadline = _static_row(j, total)
+            store[slot] = static
+            hit = cache[id(j)] = (j, total, slot, lo, deadline)
+        _, _, slot, lo, deadline = hit
         slack = 0.0
         if deadline is not None:
             d = deadline - now
             a = abs(d)
             slack = copysign(log1p(a / 60.0) / 10.0 if a > 0 else 0.0, d)
         w = now - j.submit_time
-        statics.append(static)
+        slots.append(slot)
+        waits.append(log1p(w / 60.0) / 10.0 if w > 0 else 0.0)
+        slacks.append(slack)
         # fits_now: one node's worth must fit on one node; a wider job is judged by the total
-        cols.append((log1p(w / 60.0) / 10.0 if w > 0 else 0.0, slack,
-                     lo <= max_free or (lo > per_node and lo <= free)))
-    k = len(statics)
-    if k:
-        rows[:k] = statics
-        rows[:k, _PENDING_COLS] = cols
+        fits.append(lo <= max_free or (lo > per_node and lo <= free))
+    rows = store[slots]
+    if slots:  # (a column at a time: several times cheaper than a list of tuples)
+        rows[:, _WAIT] = waits
+        rows[:, _SLACK] = slacks
+        rows[:, _FITS] = fits
+    return rows
 
 
 def _cluster_row(shape: list[int], usable_nodes: int, max_free: int, total: int, free: int,
@@ -263,8 +285,13 @@ def _cluster_row(shape: list[int], usable_nodes: int, max_free: int, total: int,
         n_shown / n_pending if n_pending else 1.0, math.log1p(pending_gpus / cap),
         math.log1p(running) / 10.0, (total - free) / cap, min(max_free, SHAPE_MAX) / SHAPE_MAX,
     ] + [n / max(usable_nodes, 1) for n in shape]
-    return np.clip(np.asarray(cluster, dtype=np.float64), -FEATURE_BOUND,
-                   FEATURE_BOUND).astype(np.float32)
+    return _clipped(np.array(cluster, dtype=np.float64)).astype(np.float32)
+
+
+def _clipped(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """np.clip(a, -FEATURE_BOUND, FEATURE_BOUND) in place: the same values (NaN stays NaN),
+    without np.clip's Python-level dispatch (a cost at the 100,000 small calls of a run)."""
+    return np.minimum(np.maximum(a, -FEATURE_BOUND, out=a), FEATURE_BOUND, out=a)
 
 
 def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
@@ -278,7 +305,7 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
-    _pending_rows(rows, shown, now, total, max_free, per_node, free)
+    rows[:len(shown)] = _pending_rows(shown, now, total, max_free, per_node, free)
     mask = np.zeros(m, dtype=np.int8)
     mask[:len(shown)] = 1
     bound = FEATURE_BOUND
@@ -286,7 +313,7 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
         job_feats=np.clip(rows, -bound, bound).astype(np.float32),
         mask=mask,
         cluster_feats=_cluster_row(shape, usable_nodes, max_free, total, free, len(pending),
-                                   len(shown), sum(j.gpus for j in pending),
+                                   len(shown), sum(map(_GPUS, pending)),
                                    len(snapshot.running_ids)),
         shown_ids=tuple(j.id for j in shown))
 
@@ -300,12 +327,21 @@ def some_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], n_pending: int
     jobs and the GPUs they ask (what `features` counts)."""
     now = snapshot.time
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
-    rows = np.zeros((len(jobs), N_JOB_FEATURES), dtype=np.float64)
-    _pending_rows(rows, jobs, now, total, max_free, per_node, free)
+    rows = _pending_rows(jobs, now, total, max_free, per_node, free)
     cluster = _cluster_row(shape, usable_nodes, max_free, total, free, n_pending,
                            min(n_pending, cfg.max_jobs), pending_gpus,
                            len(snapshot.running_ids))
-    return np.clip(rows, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32), cluster
+    return _clipped(rows).astype(np.float32), cluster
+
+
+def shown_rows(snapshot: ClusterSnapshot, cfg: FeatureConfig, pending: list[JobView],
+               ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], tuple[JobId, ...]]:
+    """`features` without its empty slots and mask, for a policy: (the shown jobs' rows, the
+    first len(shown_ids) rows of job_feats, the same values; the cluster features; shown_ids).
+    `pending`: the snapshot's `pending_in_order`."""
+    shown = pending[:cfg.max_jobs]
+    rows, cluster = some_rows(snapshot, shown, len(pending), sum(map(_GPUS, pending)), cfg)
+    return rows, cluster, tuple(j.id for j in shown)
 
 
 _DYN = tuple(JOB_FEATURES.index(c) for c in (
@@ -313,11 +349,12 @@ _DYN = tuple(JOB_FEATURES.index(c) for c in (
     "est_work"))
 _RUN_COLS = [*_DYN, _WAIT, _SLACK]
 """The columns `running_rows` writes over the static row, in its order."""
-_RUNNING: dict[tuple[JobId, float, int, int, int],
-               tuple[npt.NDArray[np.float64], float | None]] = {}
+_RUNNING: dict[tuple[JobId, float, int, int, int], tuple[int, float | None]] = {}
 """A running job's columns that do not move while it runs, by (id, submit time, GPUs,
 restarts, usable GPUs): the submit time tells apart jobs of two traces with the same id in one
-process. Only a cache, cleared when it grows past _STATIC_MAX."""
+process; (its row of _RUN_STORE, as _STATIC's, and its deadline). Only a cache, cleared when
+it would grow past _STATIC_MAX."""
+_RUN_STORE = np.empty((_STATIC_MAX, N_JOB_FEATURES), dtype=np.float64)
 
 
 def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDArray[np.float32]:
@@ -328,37 +365,48 @@ def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDAr
     and `fits_now` 1 (it holds its GPUs)."""
     now = snapshot.time
     total = _free_shape(snapshot)[4]
-    rows = np.zeros((len(jobs), N_JOB_FEATURES), dtype=np.float64)
-    if len(_RUNNING) >= _STATIC_MAX:
-        _RUNNING.clear()
-    cache = _RUNNING
-    statics = []
+    cache, store = _RUNNING, _RUN_STORE
+    if len(cache) + len(jobs) > _STATIC_MAX:
+        cache.clear()
+    log1p, copysign, gittins = math.log1p, math.copysign, gittins_column
+    slots: list[int] = []
     cols: list[tuple[float, ...]] = []
-    for j in jobs:
-        key = (j.id, j.submit_time, j.gpus, j.restarts, total)
+    for j in jobs:  # (_lt inlined: log1p(x / 60) / 10 for x > 0, else 0)
+        gpus = j.gpus
+        key = (j.id, j.submit_time, gpus, j.restarts, total)
         hit = cache.get(key)
         if hit is None:
+            slot = len(cache)
             static, _, deadline = _static_row(j, total, running=True)
-            hit = cache[key] = (static, deadline)
-        static, deadline = hit
-        g = max(j.gpus, 1)
+            store[slot] = static
+            hit = cache[key] = (slot, deadline)
+        slot, deadline = hit
         att = j.attained_gpu_s
+        run = att / max(gpus, 1)
         p = j.progress
         est = estimate_remaining(j, now)
         left = est.seconds if est is not None else 0.0
+        work = left * gpus
+        waited = now - j.submit_time
         frac = p.steps_done / p.steps_total if p is not None and p.steps_total else None
         slack = 0.0
         if deadline is not None:
             d = deadline - now
-            slack = math.copysign(_lt(abs(d)), d)
-        statics.append(static)
-        cols.append((_lt(att), _lt(att / g), min(1.0, frac) if frac is not None else 0.0,
-                     frac is not None, gittins_column(j), _lt(left), _lt(left * j.gpus),
-                     _lt(now - j.submit_time), slack))
-    if statics:
-        rows[:] = statics
-        rows[:, _RUN_COLS] = cols
-    return np.clip(rows, -FEATURE_BOUND, FEATURE_BOUND).astype(np.float32)
+            a = abs(d)
+            slack = copysign(log1p(a / 60.0) / 10.0 if a > 0 else 0.0, d)
+        slots.append(slot)
+        cols.append((log1p(att / 60.0) / 10.0 if att > 0 else 0.0,
+                     log1p(run / 60.0) / 10.0 if run > 0 else 0.0,
+                     min(1.0, frac) if frac is not None else 0.0, frac is not None, gittins(j),
+                     log1p(left / 60.0) / 10.0 if left > 0 else 0.0,
+                     log1p(work / 60.0) / 10.0 if work > 0 else 0.0,
+                     log1p(waited / 60.0) / 10.0 if waited > 0 else 0.0, slack))
+    if not slots:
+        return np.zeros((0, N_JOB_FEATURES), dtype=np.float32)
+    rows = store[slots]
+    for c, col in zip(_RUN_COLS, zip(*cols, strict=True), strict=True):
+        rows[:, c] = col  # (a column at a time: several times cheaper than the tuples)
+    return _clipped(rows).astype(np.float32)
 
 
 def gpus_from_choice(rng: tuple[int, int], choice: float) -> int:
@@ -379,14 +427,18 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
     s = np.asarray(scores, dtype=np.float64).reshape(-1)[:n]
     if s.shape[0] < n:
         raise ValueError(f"{s.shape[0]} scores for {n} shown jobs")
-    s = np.where(np.isnan(s), -np.inf, s)
-    order = np.lexsort((np.arange(n), -s))  # by -score, then slot
+    # by -score, then slot (a stable sort), a NaN score as -inf
+    neg = [-x if x == x else math.inf for x in s.tolist()]
+    order = sorted(range(n), key=neg.__getitem__)
     choice = (None if gpu_choice is None
               else np.asarray(gpu_choice, dtype=np.float64).reshape(-1)[:n])
     by_id = {j.id: j for j in snapshot.pending} if choice is not None else {}
     total = snapshot.gpus_total if choice is not None else 0
+    # JobOrders built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without its
+    # frozen __init__ (as `ordering.orders` does; its import checks that this still holds)
+    make, cls = object.__new__, JobOrder
     out: list[JobOrder] = []
-    for rank, slot in enumerate(order.tolist()):
+    for rank, slot in enumerate(order):
         job_id = shown_ids[slot]
         gpus = None
         if choice is not None:
@@ -394,11 +446,20 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
             rng = gpu_range(job, total) if job is not None else None
             if rng is not None:
                 gpus = gpus_from_choice(rng, float(choice[slot]))
-        out.append(JobOrder(job_id=job_id, rank=rank, gpus=gpus, reason=_REASON))
-    shown = set(shown_ids)
-    rank = n
-    for j in pending_in_order(snapshot) if pending is None else pending:
-        if j.id not in shown:
-            out.append(JobOrder(job_id=j.id, rank=rank, reason=_REASON_UNSHOWN))
-            rank += 1
+        o = make(cls)
+        d = o.__dict__
+        d["job_id"], d["rank"], d["gpus"], d["reason"] = job_id, rank, gpus, _REASON
+        out.append(o)
+    if pending is None:
+        pending = pending_in_order(snapshot)
+    if n <= len(pending) and all(j.id == i for j, i in zip(pending, shown_ids, strict=False)):
+        rest: Sequence[JobView] = pending[n:]  # (the shown are the first: `features`' cut)
+    else:
+        shown = set(shown_ids)
+        rest = [j for j in pending if j.id not in shown]
+    for rank, j in enumerate(rest, n):
+        o = make(cls)
+        d = o.__dict__
+        d["job_id"], d["rank"], d["gpus"], d["reason"] = j.id, rank, None, _REASON_UNSHOWN
+        out.append(o)
     return Decision(policy=policy, order=tuple(out))

@@ -73,12 +73,17 @@ class NumpyScorer:
 
     def _forward(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
                  ) -> npt.NDArray[np.float64]:
-        h = rows[:, :self.job_features] @ self.w1_job
-        h += cluster @ self.w1_cluster + self.b1
+        # np.dot: the BLAS calls `@` makes, bit for bit (checked for 1-3,000 rows), at about
+        # half its Python-level cost (what matters at one to ten rows)
+        dot = np.dot
+        if rows.shape[1] != self.job_features:
+            rows = rows[:, :self.job_features]
+        h = dot(rows, self.w1_job)
+        h += dot(cluster, self.w1_cluster) + self.b1
         np.tanh(h, out=h)
-        h2 = h @ self.w2
+        h2 = dot(h, self.w2)
         h2 += self.b2
         np.tanh(h2, out=h2)
-        s = h2 @ self.w3
+        s = dot(h2, self.w3)
         s += self.b3
         return s.astype(np.float64)
