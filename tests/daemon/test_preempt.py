@@ -4,8 +4,7 @@ thing: test_preempt_slurm.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 
 import pytest
 from fake_slurm import FakeSlurm
@@ -33,9 +32,7 @@ from slurm_rl.daemon.preempt import (
 )
 from slurm_rl.daemon.resize import Resizer
 from slurm_rl.daemon.restart import held_after_requeue, recent_restarts, restart_counts
-from slurm_rl.db.engine import make_engine, make_session_factory
 from slurm_rl.db.kinds import ActionKind, ActionStatus
-from slurm_rl.db.migrate import upgrade
 from slurm_rl.db.models import Action
 from slurm_rl.db.repo import upsert_jobs
 
@@ -100,14 +97,6 @@ def test_squeue_requeue_facts_are_parsed_and_odd_lines_left_out() -> None:
 
 
 # --- the sequence, on a recorded fake of Slurm's commands --------------------------------------
-
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[Session]:
-    engine = make_engine(tmp_path / "x.db")
-    upgrade(engine)
-    with make_session_factory(engine)() as s:
-        yield s
-    engine.dispose()
 
 
 NODES = tuple(NodeView(name=NodeName(f"node{i}"), state=NodeState.MIXED, gpus_total=4,

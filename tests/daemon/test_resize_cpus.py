@@ -5,11 +5,8 @@ Slurm's commands (the real thing: test_sizing_cpus_slurm.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 
-import pytest
 from fake_slurm import FakeSlurm
 from sqlalchemy.orm import Session
 
@@ -30,8 +27,6 @@ from slurm_rl.daemon.limits import PartitionLimits
 from slurm_rl.daemon.resize import Resizer, judge, release_lines
 from slurm_rl.daemon.restart import gpu_fields
 from slurm_rl.daemon.sizing import Sized, Sizer
-from slurm_rl.db.engine import make_engine, make_session_factory
-from slurm_rl.db.migrate import upgrade
 from slurm_rl.db.repo import upsert_jobs
 
 NOW = 10_000.0
@@ -68,14 +63,6 @@ def test_the_verdict_carries_the_new_cpus_per_node() -> None:
     assert verdict(8, 2, capped).cpus_per_node == 3  # 6 a job over 2 nodes
     assert gpu_fields(2, 1, 1) == "TresPerNode=gres:gpu:2"  # unchanged for other callers
 
-
-@pytest.fixture
-def session(tmp_path: Path) -> Iterator[Session]:
-    engine = make_engine(tmp_path / "x.db")
-    upgrade(engine)
-    with make_session_factory(engine)() as s:
-        yield s
-    engine.dispose()
 
 
 def test_a_shrink_updates_gpus_and_cpus_together_only_for_a_sized_job(session: Session) -> None:
