@@ -11,17 +11,19 @@ place within one node or on whole nodes (`gpu_counts.allowed_counts`).
 
 1. Plan (deadline_plan.py; one job's records: deadline_jobs.py). GPUs in use over time form a
    cluster-wide profile: running jobs hold theirs until their estimated ends (unknown: for ever),
-   running elastic jobs only their first count. Deadline jobs then reserve (besteffort-class ones
-   never), running elastic ones first (critical first, then by deadline), then the pending ones
-   in submit order (an older reservation is never pushed out by a newcomer): the *minimum share*,
+   running elastic jobs only their first count (with `suspend`, those without a reservation
+   nothing). Deadline jobs then reserve (besteffort-class ones never), running elastic ones
+   first (critical first, then by deadline), then the pending ones in submit order (an older
+   reservation is not pushed out by a newcomer in this plan): the *minimum share*,
    the fewest GPUs whose predicted time, started at the earliest time the profile has room (now,
    for a running job, which pays `resize_cost_s` for a count other than its own), ends by the
-   deadline. When some job finds no room, the plan is made again cheapest first (GPU-seconds of
-   the fewest GPUs that make the deadline started now), and the plan that reserves more jobs is
-   kept (ties: submit order). A job with no such count is *late*: run best-effort (a hard one
-   that misses even started now at its fastest count is *demoted*, last). A job whose duration is
-   unknown, or bounded only by a time limit longer than the time left, holds its first count
-   until its deadline, unchecked (a bound proves no miss).
+   deadline. When some job finds no room, the plan is made again with running and pending jobs
+   together cheapest first (GPU-seconds of the fewest GPUs that make the deadline started now:
+   a running job that needs many more GPUs may give way to several that need few), and the plan
+   that reserves more jobs is kept (ties: the first). A job with no such count is *late*: run
+   best-effort (a hard one that misses even started now at its fastest count is *demoted*,
+   last). A job whose duration is unknown, or bounded only by a time limit longer than the
+   time left, holds its first count until its deadline, unchecked (a bound proves no miss).
 2. No buying priority (urgency.py): a user's reserved pending jobs may ask for at most
    `urgent_share` of the GPUs at their shares (running deadline jobs counted first, then by
    class and deadline); those beyond it are planned again as best-effort jobs without a

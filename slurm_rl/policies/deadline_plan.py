@@ -58,15 +58,19 @@ class Round:
             self.prof = self._best_plan(over)
 
     def _best_plan(self, capped: set[JobId]) -> LazyProfile:
-        """The plan in submit order; if some job is late in it, also the plan cheapest first
-        (GPU-seconds to make the deadline started now), and of the two the one that reserves
-        more (ties: submit order)."""
+        """The plan with running deadline jobs first, then pending ones in submit order; if some
+        job is late in it, also the plan with running and pending jobs together cheapest first
+        (GPU-seconds to make the deadline started now: a running job that needs many GPUs may
+        lose its reservation to pending jobs that need few), and of the two the one that
+        reserves more (ties: the first)."""
         self._squeezed = False
         prof = self._plan(capped, self.jobs)
         if not self._squeezed:  # no job is late for want of GPUs: no order can do better
             return prof
         first = (prof, self.fate, self.share, self.floor)
-        prof = self._plan(capped, sorted(self.jobs, key=self._cost))
+        prof = self._plan(capped, sorted([*self.jobs, *(rj for rj in self.run_jobs.values()
+                                                         if rj.reserves())], key=self._cost),
+                          mixed=True)
         if _met(first[1]) >= _met(self.fate):
             prof, self.fate, self.share, self.floor = first
         return prof
@@ -136,17 +140,21 @@ class Round:
                 + (0 if self.suspend else
                    sum(rj.counts[0] for rj in el if not rj.reserves())))
 
-    def _plan(self, capped: set[JobId], order: Sequence[Job]) -> LazyProfile:
+    def _plan(self, capped: set[JobId], order: Sequence[Job], mixed: bool = False) -> LazyProfile:
+        """Reserves in `order`; without `mixed`, running elastic deadline jobs first (class,
+        then deadline order), then `order` (pending jobs); with it, `order` holds both."""
         self.fate, self.share, self.floor = {}, {}, {}
         prof = LazyProfile(self.total, self.now, self._held, self._base)
-        # Running elastic deadline jobs first (they were started for their deadlines), then the
-        # pending ones; each in class, then deadline order.
-        running = sorted((rj for rj in self.run_jobs.values() if rj.reserves()),
-                         key=_plan_key)
-        for rj in running:
-            self._reserve(rj, prof, running=True)
+        if not mixed:
+            running = sorted((rj for rj in self.run_jobs.values() if rj.reserves()),
+                             key=_plan_key)
+            for rj in running:
+                self._reserve(rj, prof, running=True)
         for j in order:
             jid = j.view.id
+            if jid in self.run_jobs:
+                self._reserve(j, prof, running=True)
+                continue
             if j.hopeless:
                 self.fate[jid] = Fate.DEMOTED if j.hard else Fate.LATE
                 continue

@@ -101,7 +101,7 @@ def decide(snapshot, min_gain=0.1, cost=30.0, share=urgency.DEFAULT_SHARE):
             j.counts = sorted({*j.counts, v.gpus})
             run[v.id] = j
 
-    def plan(capped, order):
+    def plan(capped, order, mixed=False):
         prof = Profile(total, now)
         shown = sum(v.gpus for v in snapshot.running)
         alloc = sum(n.gpus_alloc for n in snapshot.nodes if n.state.usable)
@@ -143,10 +143,13 @@ def decide(snapshot, min_gain=0.1, cost=30.0, share=urgency.DEFAULT_SHARE):
             if running:
                 prof.add(now, now + j.rem(j.counts[0]), j.counts[0])
 
-        for j in sorted((j for j in run.values() if j.reserves()), key=J.plan_key):
-            reserve(j, True)
+        if not mixed:
+            for j in sorted((j for j in run.values() if j.reserves()), key=J.plan_key):
+                reserve(j, True)
         for j in order:
-            if not j.reserves() or j.view.held:
+            if j.view.id in run:
+                reserve(j, True)
+            elif not j.reserves() or j.view.held:
                 fate[j.view.id] = "none"
             elif j.view.id in capped:
                 fate[j.view.id] = "capped"
@@ -170,7 +173,8 @@ def decide(snapshot, min_gain=0.1, cost=30.0, share=urgency.DEFAULT_SHARE):
         first = plan(capped, pending)
         if "late" not in first[1].values():
             return first
-        second = plan(capped, sorted(pending, key=cheapest))
+        both = [*pending, *(j for j in run.values() if j.reserves())]
+        second = plan(capped, sorted(both, key=cheapest), mixed=True)
         return first if met(first[1]) >= met(second[1]) else second
 
     def planned(f):

@@ -168,3 +168,40 @@ def test_pending_gpu_counts_stay_inside_the_range() -> None:
              nodes=nodes(0, 0, 0, 4))
     for o in make("deadline").decide(s).order:
         assert o.gpus is not None and 2 <= o.gpus <= (3 if o.job_id == "a" else 6)
+
+
+def test_a_reserved_share_suspends_a_best_effort_elastic_job_when_shrinking_is_not_enough() -> None:
+    # "e" (no deadline) fills the only node; "p" needs all 4 GPUs now for its deadline, and
+    # shrinking "e" to its floor (2) leaves only 2: "e" is suspended (requeued) instead.
+    el = Intent(gpus_min=2, gpus_max=4, elastic=True, **RESNET)
+    s = snap(running("e", gpus=4, intent=el, predicted_remaining_s=40_000),
+             job("p", gpus=4, intent=dl(1000), predicted_remaining_s=900), nodes=nodes(4))
+    d = make("deadline").decide(s)
+    assert [(p.job_id, p.reason) for p in d.preemptions] == [
+        ("e", "suspended to start job p for its deadline")]
+    assert order_of(d, "p").reason.endswith("starts now")
+    assert d.resizes == ()
+    # suspend=false: nothing is requeued, and the reservation waits for "e".
+    d = make("deadline", suspend=False).decide(s)
+    assert d.preemptions == ()
+    assert not order_of(d, "p").reason.endswith("starts now")
+
+
+def test_a_running_job_that_needs_many_gpus_gives_way_to_pending_jobs_that_need_few() -> None:
+    # "r" runs on 4 of 8 GPUs and would need all 8 to make its deadline; "p1" and "p2" need 2
+    # each, now. Running jobs first reserves only "r"; cheapest first reserves both pending
+    # jobs (more deadlines), so they start and "r" is not grown.
+    x = 2100.0
+    assert x > 2000 and x * speedup(4) / speedup(8) + 30 <= 2000
+    r = running("r", gpus=4, intent=dl(2000, gpus_min=1, gpus_max=8, elastic=True, **RESNET),
+                predicted_remaining_s=x)
+    s = snap(r, job("p1", gpus=2, intent=dl(1000), predicted_remaining_s=900, submit=1),
+             job("p2", gpus=2, intent=dl(1000), predicted_remaining_s=900, submit=2),
+             nodes=nodes(4, 0))
+    d = make("deadline", min_gain=0.99).decide(s)
+    assert order_of(d, "p1").reason.endswith("starts now")
+    assert order_of(d, "p2").reason.endswith("starts now")
+    assert d.resizes == () and d.preemptions == ()
+    # Alone, "r" grows to the 8 GPUs its deadline needs.
+    d = make("deadline", min_gain=0.99).decide(snap(r, nodes=nodes(4, 0)))
+    assert [(z.job_id, z.gpus) for z in d.resizes] == [("r", 8)]

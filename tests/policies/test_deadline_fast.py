@@ -113,7 +113,8 @@ def compact(d: Decision) -> tuple[list[tuple[JobId, int | None]], list[tuple[Job
        st.sampled_from((0.0, 30.0)))
 def test_deadline_decides_as_the_reference(snaps: list[ClusterSnapshot], min_gain: float,
                                            share: float, cost: float) -> None:
-    policy = make("deadline", min_gain=min_gain, urgent_share=share, resize_cost_s=cost)
+    policy = make("deadline", min_gain=min_gain, urgent_share=share, resize_cost_s=cost,
+                  suspend=False)
     for s in snaps:
         got = policy.decide(s)
         assert compact(got) == tuple(ref.decide(s, min_gain=min_gain, cost=cost, share=share))
@@ -135,6 +136,6 @@ def test_deadline_in_the_simulator_as_the_reference(count: int, load: float,
     config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 8), gpus_per_node=8,
                           elastic_fraction=elastic)
     old = Simulator(jobs, ref.Reference(), config).run()  # type: ignore[arg-type]
-    new = Simulator(jobs, make("deadline"), config).run()
+    new = Simulator(jobs, make("deadline", suspend=False), config).run()
     assert (new.jobs, new.intervals, new.preemptions, new.resizes, new.notes) == (
         old.jobs, old.intervals, old.preemptions, old.resizes, old.notes)
