@@ -35,6 +35,7 @@ import click
 
 from slurm_rl.core import Progress
 from slurm_rl.slurm.runner import Runner, SubprocessRunner
+from slurm_rl.states import JobState
 from slurm_rl.submit.intent import CommentError, with_progress
 from slurm_rl.submit.tags import (
     MAX_EPOCH,
@@ -240,6 +241,11 @@ class ProgressReporter:
         result = self.runner.run(["scontrol", "update", f"JobId={self.job_id}",
                                   f"Comment={comment}"])
         if not result.ok:
+            if self._ended():
+                # The last report of a job whose script already ended (a report sent in the
+                # background, or completing): slurmctld refuses comments on finished jobs,
+                # and the daemon no longer needs the progress of a job that is done.
+                return False
             raise ProgressError(f"job {self.job_id}: scontrol update failed: "
                                 f"{_last_line(result.stderr)}")
         self.throttle.record(now, steps_done)
@@ -248,11 +254,24 @@ class ProgressReporter:
     def read_comment(self) -> str:
         return read_job_comment(self.runner, self.job_id)
 
+    def _ended(self) -> bool:
+        """Whether the job is completing or finished (asked only after a refused update)."""
+        result = self.runner.run(["squeue", "-h", "-t", "all", "-j", self.job_id, "-o", "%T"])
+        words = result.stdout.split() if result.ok else []
+        if len(words) != 1:
+            return False
+        try:
+            state = JobState.parse(words[0])
+        except ValueError:
+            return False
+        return state is JobState.COMPLETING or state.is_finished
+
 
 def read_job_comment(runner: Runner, job_id: str) -> str:
     """Job `job_id`'s comment as Slurm holds it ("" for none); ProgressError when squeue fails
-    or does not show exactly that one job."""
-    result = runner.run(["squeue", "-h", "-j", job_id, "-O", f"Comment:{SEP}"])
+    or does not show exactly that one job. `-t all`: a job whose script just ended (completing,
+    or completed within MinJobAge) is still found, so its last report is not an error."""
+    result = runner.run(["squeue", "-h", "-t", "all", "-j", job_id, "-O", f"Comment:{SEP}"])
     if not result.ok:
         raise ProgressError(f"job {job_id}: squeue failed: {_last_line(result.stderr)}")
     # One record per job, ended by the separator and a newline: a comment may itself hold

@@ -14,11 +14,11 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from slurm_rl.config import Actuation
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
-from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
+from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, cpus_for, job_limits
 from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
 
@@ -178,6 +178,7 @@ def plan_changes(
     assoc: AssocLimits | None = None,
     resizes_applied: bool = False,
     preemptions_applied: bool = False,
+    cpus_per_gpu: Mapping[JobId, int] | None = None,
 ) -> ChangePlan:
     """The fewest changes that make Slurm reflect `decision`.
 
@@ -195,6 +196,11 @@ def plan_changes(
     the daemon acts as operator, which skips the checks slurmctld makes for the owner — else
     skipped with the reason. Without limits (None) the
     count is capped by the largest usable node only (pure unit tests of ordering).
+
+    `cpus_per_gpu`: jobs whose CPUs the daemon chose (sizing.py: `sized_cpus_per_gpu`), with
+    the CPUs per GPU they were sized with: a new GPU count carries `MinCPUsNode` at that ratio,
+    under the node's CPUs and the owner's CPU limits (`cpus_for`), so CPUs follow GPUs. Other
+    jobs keep the CPUs their owner asked for.
     """
     scale = scale or RankScale()
     known = known_values or {}
@@ -223,7 +229,7 @@ def plan_changes(
         else:
             unchanged += 1
         if order.gpus is not None and order.gpus != job.gpus:
-            cap, over = node_cap, ""
+            cap, over, limit = node_cap, "", None
             if limits is not None:
                 limit = job_limits(job, limits, assoc)
                 if limit is None:
@@ -234,6 +240,13 @@ def plan_changes(
                         over = (f"{order.gpus} GPUs exceed what partition {job.partition!r} "
                                 f"allows this job ({limit.max_total()})")
             fields = None if over else _gpu_fields(job, order.gpus, cap)
+            ratio = (cpus_per_gpu or {}).get(job.id)
+            if fields is not None and ratio is not None:
+                cpus = _cpu_field(job, order.gpus, cap, ratio, snapshot, limit)
+                if cpus is None:
+                    over = (f"{order.gpus} GPUs: no usable node of partition "
+                            f"{job.partition!r} has the GPUs per node they need")
+                fields = None if cpus is None else (*fields, cpus)
             if over:
                 skipped.append(Skip(job_id=job.id, why=over))
             elif job.id in gpus_per_job:
@@ -286,6 +299,34 @@ def _gpu_fields(job: JobView, total: int, node_cap: int) -> tuple[tuple[str, str
     if nodes != job.nodes:
         fields += (("NumNodes", str(nodes)),)
     return fields
+
+
+def _cpu_field(job: JobView, total: int, cap: int, ratio: int, snapshot: ClusterSnapshot,
+               limit: PartitionLimits | None) -> tuple[str, str] | None:
+    """("MinCPUsNode", C) for a sized job given `total` GPUs at `ratio` CPUs per GPU."""
+    req = gpu_request(total, cap)
+    if req is None:
+        return None
+    members = [n for n in snapshot.nodes if job.partition in n.partitions]
+    cpus = cpus_for(req[0], req[1], ratio, members, limit)
+    return None if cpus is None else ("MinCPUsNode", str(cpus))
+
+
+def without_gpus(decision: Decision, job_ids: Iterable[JobId]) -> Decision:
+    """`decision` with no GPU count for `job_ids` (their order stays): jobs whose GPUs another
+    part of the daemon sets this cycle (sizing.py) or has just set (resize.py's settling jobs)."""
+    ids = set(job_ids)
+    if not ids or not any(o.job_id in ids and o.gpus is not None for o in decision.order):
+        return decision
+    return replace(decision, order=tuple(replace(o, gpus=None) if o.job_id in ids else o
+                                         for o in decision.order))
+
+
+def gpu_changes(decision: Decision, snapshot: ClusterSnapshot) -> list[JobId]:
+    """Pending managed jobs whose GPU count `decision` changes (usually none)."""
+    jobs = {j.id: j for j in snapshot.pending if j.managed}
+    return [o.job_id for o in decision.order if o.gpus is not None and o.job_id in jobs
+            and jobs[o.job_id].gpus != o.gpus]
 
 
 def _chunks(ids: list[JobId], size: int) -> Iterable[tuple[JobId, ...]]:

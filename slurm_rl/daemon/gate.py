@@ -22,10 +22,11 @@ from slurm_rl.core import Intent, JobId, JobView, NodeView
 from slurm_rl.daemon.limits import (
     AssocLimits,
     PartitionLimits,
+    TresLimits,
     build_limits,
-    parse_assoc_gpu_limits,
+    parse_assoc_limits,
     parse_partitions,
-    parse_qos_gpu_limits,
+    parse_qos_limits,
 )
 from slurm_rl.daemon.poll import Polled, Quarantined
 from slurm_rl.daemon.trust import Finding, Grants, accounting_enforce, vet
@@ -54,13 +55,13 @@ class Gate:
         self.adapter = adapter
         self.grants = grants
         self._partitions: dict[str, dict[str, str]] | None = None
-        self._qos: dict[str, tuple[int | None, int | None]] = {}
+        self._qos: dict[str, TresLimits] = {}
         self._limits_at = float("-inf")
         self._reported: set[tuple[JobId, str]] = set()
         self._enforcement_known = False
         self._accounting = False
-        self.assoc: dict[tuple[str, str, str], tuple[int | None, int | None]] = {}
-        """Association GPU limits (slurmdbd only), read with the partitions."""
+        self.assoc: dict[tuple[str, str, str], TresLimits] = {}
+        """Association GPU and CPU limits (slurmdbd only), read with the partitions."""
 
     def _check_enforcement(self) -> None:
         """Account and QOS grants count only where slurmctld enforces them (docs/security.md);
@@ -93,12 +94,12 @@ class Gate:
                 if any(p.get("QoS", "N/A") not in ("N/A", "") for p in self._partitions.values()):
                     q = self.adapter.runner.run(
                         ["sacctmgr", "-nP", "show", "qos", "format=Name,MaxTRES,MaxTRESPerNode"])
-                    self._qos = parse_qos_gpu_limits(q.stdout) if q.ok else {}
+                    self._qos = parse_qos_limits(q.stdout) if q.ok else {}
                 if self._accounting:
                     a = self.adapter.runner.run(
                         ["sacctmgr", "-nP", "show", "assoc",
                          "format=User,Account,Partition,MaxTRES,MaxTRESPerNode"])
-                    self.assoc = parse_assoc_gpu_limits(a.stdout) if a.ok else {}
+                    self.assoc = parse_assoc_limits(a.stdout) if a.ok else {}
             elif self._partitions is None:
                 log.warning("can not read partition limits (%s): GPU counts are not changed "
                             "until they can be read", (res.stderr.strip() or "?")[:200])

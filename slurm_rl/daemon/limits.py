@@ -7,7 +7,8 @@ partition (docs/security.md):
 
 - GPUs per node: the most GPUs any usable node of the partition has (from sinfo's Gres);
 - nodes: the partition's `MaxNodes` (`scontrol show partition -o`), and its node count;
-- CPUs per node: the partition's `MaxCPUsPerNode` (the node's own CPUs: sizing.py);
+- CPUs per node: the partition's `MaxCPUsPerNode`, and the node's own CPUs (`cpus_for`, which
+  sizing.py, resize.py and the actuator use for the jobs whose CPUs the daemon chose);
 - where accounting runs (slurmdbd): the partition QOS's `MaxTRESPerJob` / `MaxTRESPerNode`
   for gres/gpu and cpu (`sacctmgr show qos`), and the job's association's `MaxTRES` /
   `MaxTRESPerNode` for gres/gpu and cpu (`sacctmgr show assoc`: user+account, and the
@@ -22,7 +23,7 @@ are their GPU-only forms (pairs, which `build_limits` and `job_limits` also take
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_rl.core import JobView, NodeView
@@ -141,6 +142,30 @@ def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
         if key in assoc:
             base = base.narrowed(TresLimits.of(assoc[key]))
     return base
+
+
+def cpus_per_node(per_node: int, cpus_per_gpu: int, nodes: Sequence[NodeView]) -> int | None:
+    """CPUs for `per_node` GPUs on each node of `nodes` (the job's partition) that has that
+    many: `cpus_per_gpu` each (0: the node's share, its CPUs over its GPUs), never more than the
+    smallest such node has; None when no usable node has `per_node` GPUs."""
+    fit = [n for n in nodes if n.state.usable and n.gpus_total >= per_node and n.cpus_total > 0]
+    if not fit:
+        return None
+    most = min(n.cpus_total for n in fit)
+    each = cpus_per_gpu or min(n.cpus_total // max(n.gpus_total, 1) for n in fit)
+    return max(1, min(most, per_node * max(each, 1)))
+
+
+def cpus_for(per_node: int, nodes: int, cpus_per_gpu: int, members: Sequence[NodeView],
+             limit: PartitionLimits | None) -> int | None:
+    """`cpus_per_node` for `per_node` GPUs on each of `nodes` nodes, also capped at what the
+    owner may ask for (`limit`: the partition's, QOS's and association's cpu limits); at least
+    1. None when no usable node of `members` has `per_node` GPUs."""
+    cpus = cpus_per_node(per_node, cpus_per_gpu, members)
+    cap = limit.cpu_cap(nodes) if limit is not None else None
+    if cpus is None or cap is None:
+        return cpus
+    return max(1, min(cpus, cap))
 
 
 _FIELD = re.compile(r"(\w+)=(\S*)")

@@ -34,8 +34,10 @@ from slurm_rl.daemon.actuator import (
     ChangePlan,
     RankScale,
     ScontrolExecutor,
+    gpu_changes,
     plan_changes,
     update_field,
+    without_gpus,
 )
 from slurm_rl.daemon.gate import Gate
 from slurm_rl.daemon.poll import Polled, Poller
@@ -43,7 +45,7 @@ from slurm_rl.daemon.preempt import Preempter
 from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
 from slurm_rl.daemon.resize import Resizer
 from slurm_rl.daemon.service import LoopHooks
-from slurm_rl.daemon.sizing import Sizer
+from slurm_rl.daemon.sizing import Sizer, sized_cpus_per_gpu
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
@@ -164,8 +166,13 @@ class Daemon:
 
             waiting = self.sizer.awaiting(session, polled, snapshot)  # sizing.py's jobs
             decision = self.policy.decide(self.sizer.unheld(snapshot, waiting))
-            plan = plan_changes(self.sizer.withheld(decision, waiting), snapshot,
-                                mode=self.options.actuation,
+            # GPU counts the actuator leaves alone: jobs sizing.py sizes, jobs a resize just
+            # released (restart.py, SETTLE_S); sized jobs' CPUs follow their GPUs.
+            acted = without_gpus(decision, [*(j.id for j in waiting),
+                                            *self.resizer.settling(session, snapshot)])
+            plan = plan_changes(acted, snapshot, mode=self.options.actuation,
+                                cpus_per_gpu=sized_cpus_per_gpu(
+                                    session, gpu_changes(acted, snapshot)),
                                 scale=self.options.scale, known_values=self._known,
                                 gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
                                 assoc=admitted.assoc, resizes_applied=not self.options.dry_run,

@@ -10,7 +10,7 @@ grow must fit now on nodes with enough free GPUs *besides* the job's own (the sn
 say which nodes the job holds, so it may not count on them: a requeued grow that does not fit
 would wait in the queue); at most `max_per_hour` restarts a job per hour. A job whose CPUs the
 daemon chose (a deadline-only job: sizing.py) gets its CPUs per node anew in the same update,
-at the CPUs per GPU it was sized with, under the same caps (sizing.cpus_for): left alone, Slurm
+at the CPUs per GPU it was sized with, under the same caps (limits.cpus_for): left alone, Slurm
 keeps the job's total CPUs, so a shrink from 2 nodes of 4 GPUs/8 CPUs to 2 GPUs on one node
 ran on 2 nodes again, with 4 GPUs (measured on the test cluster).
 
@@ -39,10 +39,10 @@ from sqlalchemy.orm import Session
 from slurm_rl.config import ResizeConfig
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeView, Resize
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
-from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
+from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, cpus_for, job_limits
 from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
 from slurm_rl.daemon.restart import release_lines as _release_lines
-from slurm_rl.daemon.sizing import cpus_for, sized_cpus_per_gpu
+from slurm_rl.daemon.sizing import sized_cpus_per_gpu
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.policies.estimates import estimate_remaining, remaining_at
 

@@ -10,6 +10,12 @@ before, DONE/FAILED after). A requeue of either kind counts against one cap per 
 crash, a requeue slower than `wait_pending_s`, a refused release) is released by the next
 cycle or the next daemon (`Sequencer.recover`).
 
+A job released at a new count by a resize is pending until Slurm starts it again, and a policy
+that sees a pending range job gives it its pending count (often the range minimum). So for
+`SETTLE_S` after the release, or until it runs, the actuator leaves its GPU count alone
+(`Sequencer.settling`). Before this rule, live: the actuator set a job grown 1 → 2 back to
+1 GPU 0.8 s after the release, and the job needed a second resize.
+
 The live snapshot does not say how often a job was restarted or what its earlier runs were
 (Slurm's StartTime is the current run's): `Sequencer.annotate` adds both, from the action log
 (restarts, all requeues the daemon made) and from memory (GPU-seconds of the runs the daemon
@@ -35,6 +41,12 @@ from slurm_rl.slurm.runner import CommandResult, InputRunner
 _actions = Action.__table__
 _action_jobs = ActionJob.__table__
 assert isinstance(_actions, Table) and isinstance(_action_jobs, Table)
+
+SETTLE_S = 120.0
+"""How long after a resize's release the job keeps its new GPU count while pending (a little
+more than slurmctld's default sched_interval, 60 s, and bf_interval, 30 s: time for a
+scheduling pass to start it). After that, or once it ran, the policy's pending count applies
+again (e.g. the GPUs it was grown into went to another job meanwhile)."""
 
 REQUEUES = (ActionKind.REQUEUE_HOLD, ActionKind.PREEMPT_REQUEUE)
 """`scontrol requeuehold` by a resize, by a preemption: both count as restarts."""
@@ -90,6 +102,8 @@ class Sequencer:
         not PENDING within `wait_pending_s` or a release that failed."""
         self._restarts: dict[JobId, int] | None = None  # from the action log, then kept up
         self._earlier_gpu_s: dict[JobId, float] = {}
+        self._released: dict[JobId, float] | None = None
+        """Jobs a resize released, with when (from the action log at start, then kept up)."""
 
     def place(self, kind: ActionKind) -> tuple[str, int] | None:
         """Where a job released after a requeue of `kind` goes in the queue."""
@@ -128,7 +142,28 @@ class Sequencer:
                               ("scontrol", *" ; ".join(lines).split(" ")),
                               "".join(line + "\n" for line in lines), cycle_id, decision_id)
         self.recover_due |= not ok  # still held: tried again next cycle
+        if ok and kind is ActionKind.REQUEUE_HOLD:
+            self._released_from(session)[job_id] = self.clock()
         return ok
+
+    def settling(self, session: Session, snapshot: ClusterSnapshot) -> frozenset[JobId]:
+        """Jobs a resize released less than `SETTLE_S` ago that are still pending: the
+        actuator leaves their GPU count alone (module docstring). Jobs seen running, gone, or
+        released longer ago are forgotten."""
+        released = self._released_from(session)
+        if not released:
+            return frozenset()
+        jobs = {j.id: j for j in snapshot.jobs}
+        for job_id, at in list(released.items()):
+            job = jobs.get(job_id)
+            if job is None or not job.state.is_pending or snapshot.time - at > SETTLE_S:
+                del released[job_id]
+        return frozenset(released)
+
+    def _released_from(self, session: Session) -> dict[JobId, float]:
+        if self._released is None:
+            self._released = released_since(session, self.clock() - SETTLE_S)
+        return self._released
 
     def recover(self, session: Session, snapshot: ClusterSnapshot, cycle_id: int) -> int:
         """Release jobs that a restart left held (a requeue with no release after it): a crash,
@@ -239,6 +274,19 @@ def _requeues(session: Session, *, since: float | None, job_ids: Sequence[JobId]
     for (job_id,) in session.execute(query).all():
         out[JobId(job_id)] = out.get(JobId(job_id), 0) + 1
     return out
+
+
+def released_since(session: Session, since: float) -> dict[JobId, float]:
+    """Jobs a resize's release (RESIZE_RELEASE, DONE) ended a requeue of since `since`, each
+    with the time of its latest one (a daemon restarted within `SETTLE_S` still knows them)."""
+    rows = session.execute(
+        select(_action_jobs.c.job_id, _actions.c.finished_at)
+        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .where(_actions.c.kind == ActionKind.RESIZE_RELEASE,
+               _actions.c.status == ActionStatus.DONE, _actions.c.finished_at >= since)
+        .order_by(_actions.c.id)
+    ).all()
+    return {JobId(job_id): float(at) for job_id, at in rows}
 
 
 def held_after_requeue(session: Session) -> dict[JobId, ActionKind]:

@@ -48,9 +48,15 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.config import SizingConfig
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, NodeView
-from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
+from slurm_rl.daemon.actuator import SAFE_ID, gpu_request, without_gpus
 from slurm_rl.daemon.cpu_history import CpuHistory
-from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, job_limits
+from slurm_rl.daemon.limits import (
+    AssocLimits,
+    PartitionLimits,
+    cpus_for,
+    cpus_per_node,
+    job_limits,
+)
 from slurm_rl.daemon.poll import Polled
 from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
 from slurm_rl.db.kinds import ActionKind, ActionStatus
@@ -96,30 +102,6 @@ def awaiting_sizing(job: JobView, reason: str, retry: bool = False) -> bool:
             and (job.gpus == 0 or retry) and it is not None
             and (it.gpus_min is not None or it.gpus_max is not None)
             and SAFE_ID.fullmatch(job.id) is not None)
-
-
-def cpus_per_node(per_node: int, cpus_per_gpu: int, nodes: Sequence[NodeView]) -> int | None:
-    """CPUs for `per_node` GPUs on each node of `nodes` (the job's partition) that has that
-    many: `cpus_per_gpu` each (0: the node's share, its CPUs over its GPUs), never more than the
-    smallest such node has; None when no usable node has `per_node` GPUs."""
-    fit = [n for n in nodes if n.state.usable and n.gpus_total >= per_node and n.cpus_total > 0]
-    if not fit:
-        return None
-    most = min(n.cpus_total for n in fit)
-    each = cpus_per_gpu or min(n.cpus_total // max(n.gpus_total, 1) for n in fit)
-    return max(1, min(most, per_node * max(each, 1)))
-
-
-def cpus_for(per_node: int, nodes: int, cpus_per_gpu: int, members: Sequence[NodeView],
-             limit: PartitionLimits | None) -> int | None:
-    """`cpus_per_node` for `per_node` GPUs on each of `nodes` nodes, also capped at what the
-    owner may ask for (`limit`: the partition's, QOS's and association's cpu limits); at least
-    1. None when no usable node of `members` has `per_node` GPUs."""
-    cpus = cpus_per_node(per_node, cpus_per_gpu, members)
-    cap = limit.cpu_cap(nodes) if limit is not None else None
-    if cpus is None or cap is None:
-        return cpus
-    return max(1, min(cpus, cap))
 
 
 def size_job(job: JobView, chosen: int | None, *, settings: SizingConfig,
@@ -233,11 +215,7 @@ class Sizer:
     def withheld(self, decision: Decision, waiting: Sequence[JobView]) -> Decision:
         """`decision` without GPU counts for the jobs this module sizes (the actuator would
         otherwise change their request without CPUs, and without releasing them)."""
-        ids = {j.id for j in waiting}
-        if not ids or not any(o.job_id in ids and o.gpus is not None for o in decision.order):
-            return decision
-        return replace(decision, order=tuple(replace(o, gpus=None) if o.job_id in ids else o
-                                             for o in decision.order))
+        return without_gpus(decision, (j.id for j in waiting))
 
     def plan(self, decision: Decision, waiting: Sequence[JobView], snapshot: ClusterSnapshot, *,
              limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None
