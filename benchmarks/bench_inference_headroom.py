@@ -8,7 +8,7 @@ compute time, no transfers and no queueing. Where HEFT is within `--tie` (0.5 %,
 tie) of that bound, no scheduler can be "better" than HEFT there. It also prints whole-model /
 HEFT and lookahead / HEFT, the two other heuristics, per cell.
 
-    .venv/bin/python benchmarks/bench_inference_headroom.py [--tie 0.005]
+    .venv/bin/python benchmarks/bench_inference_headroom.py [--tie 0.005] [--load 0.6]
 """
 
 from __future__ import annotations
@@ -50,10 +50,11 @@ def lower_bound(c: cl.Cluster, prof: Profile, seed: int) -> float:
     return float(np.mean(out))
 
 
-def mean_latency(c: cl.Cluster, prof: Profile, make: type[Scheduler]) -> float:
+def mean_latency(c: cl.Cluster, prof: Profile, make: type[Scheduler],
+                 load: float = LOAD) -> float:
     vals = []
     for s in SEEDS:
-        sim = InferenceSim(c, [prof], StreamConfig(tasks=TASKS, load=LOAD, noise=NOISE,
+        sim = InferenceSim(c, [prof], StreamConfig(tasks=TASKS, load=load, noise=NOISE,
                                                    seed=10_000 + s))
         vals.append(metrics(run_episode(sim, make()), sim.dropped).mean_s)
     return float(np.mean(vals))
@@ -62,14 +63,16 @@ def mean_latency(c: cl.Cluster, prof: Profile, make: type[Scheduler]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--tie", type=float, default=0.005)
+    ap.add_argument("--load", type=float, default=LOAD, help="arrival load (the sweep's)")
     args = ap.parse_args()
     room = 0
     print("Gbit/s mix    model      heft/bound whole/heft lookahead/heft")
     for gbps, mix, model in itertools.product(BANDWIDTHS, cl.MIXES, STRUCTURES):
         c, prof = cl.make(cl.MIXES[mix], gbps), resolve(model)
-        heft = mean_latency(c, prof, EarliestFinish)
+        heft = mean_latency(c, prof, EarliestFinish, args.load)
         bound = float(np.mean([lower_bound(c, prof, 10_000 + s) for s in SEEDS]))
-        whole, look = mean_latency(c, prof, WholeModel), mean_latency(c, prof, Lookahead)
+        whole = mean_latency(c, prof, WholeModel, args.load)
+        look = mean_latency(c, prof, Lookahead, args.load)
         has_room = heft > bound * (1 + args.tie)
         room += has_room
         print(f"{gbps:6g} {mix:6s} {model:10s} {heft / bound:10.3f} {whole / heft:10.3f} "

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from slurm_rl.inference.env import InferenceEnv, Obs, Scenario
-from slurm_rl.inference.features import N_FEATURES, device_features
+from slurm_rl.inference.features import BASE_FEATURES, N_FEATURES, device_features
 from slurm_rl.inference.schedulers import metrics, run_episode
 from slurm_rl.inference.sim import InferenceSim
 from slurm_rl.params import describe, helped
@@ -44,7 +44,8 @@ from slurm_rl.params import describe, helped
 
 @dataclass(frozen=True, kw_only=True)
 class QConfig:
-    features: int = N_FEATURES
+    features: int = BASE_FEATURES
+    """How many of the feature columns (features.py) the network reads, from the first."""
     hidden: int = 64
 
 
@@ -61,6 +62,7 @@ class QNet(nn.Module):
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """x (B, D, F), mask (B, D) 0/1 -> Q (B, D) (masked entries are meaningless)."""
+        x = x[..., : self.cfg.features]
         h = self.embed(x)
         m = mask.unsqueeze(-1)
         ctx = (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1.0)
@@ -86,12 +88,14 @@ class QScheduler:
 
     def __init__(self, net: QNet, name: str = "drm-dql") -> None:
         self.name = name
+        self.features = net.cfg.features
         sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
         self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
                   for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
 
     def q_values(self, f: np.ndarray, ok: np.ndarray) -> np.ndarray:
         (w0, b0), (w1, b1), (w2, b2), (w3, b3), (ws, bs) = self.w
+        f = f[:, : self.features]
         h = np.maximum(np.maximum(f @ w0 + b0, 0.0) @ w1 + b1, 0.0)
         n = int(ok.sum())
         ctx = (ok.astype(np.float64) @ h) / max(n, 1)
@@ -139,10 +143,19 @@ class TrainConfig:
         "cost); False: values run on into the next tasks.", False)
     single_model: float = helped(
         "Share of the training scenarios that stream one training structure only.", 0.0)
+    load_max: float = helped(
+        "Training scenarios' load is drawn uniformly from 0.2 to this.", 0.8)
+    features: int = helped(
+        f"Feature columns the network reads ({BASE_FEATURES}: the device's own; "
+        f"{N_FEATURES}: also the arrival stream's, features.py).", BASE_FEATURES)
 
     def __post_init__(self) -> None:
         if self.demonstrator not in ("heft", "best"):
             raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
+        if not BASE_FEATURES <= self.features <= N_FEATURES:
+            raise ValueError(f"features: {self.features}, not {BASE_FEATURES}..{N_FEATURES}")
+        if not self.load_max > 0.2:
+            raise ValueError(f"load_max: {self.load_max}, not above 0.2")
 
 
 class _Replay:
@@ -227,9 +240,10 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     from slurm_rl.inference.env import training_scenarios
 
     env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed,
-                                          single_model=cfg.single_model))
-    net = QNet(QConfig(hidden=cfg.hidden))
-    target = QNet(QConfig(hidden=cfg.hidden))
+                                          single_model=cfg.single_model,
+                                          load_max=cfg.load_max))
+    net = QNet(QConfig(hidden=cfg.hidden, features=cfg.features))
+    target = QNet(QConfig(hidden=cfg.hidden, features=cfg.features))
     target.load_state_dict(net.state_dict())
     opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     replay = _Replay(cfg.buffer, env.max_devices, N_FEATURES)

@@ -52,17 +52,17 @@ class Scenario:
         return cl.make(cl.MIXES[self.mix], self.gbps)
 
 
-def training_scenarios(n: int = 64, seed: int = 0,
-                       single_model: float = 0.0) -> tuple[Scenario, ...]:
+def training_scenarios(n: int = 64, seed: int = 0, single_model: float = 0.0,
+                       load_max: float = 0.8) -> tuple[Scenario, ...]:
     """Random scenarios over the training structures only: mix, 1-100 Gbit/s (log-uniform),
-    load 0.2-0.8; a `single_model` share of them streams one of the structures, the rest all
+    load 0.2-`load_max`; a `single_model` share of them streams one of the structures, the rest all
     of them (drawn after the others, so 0 gives the same scenarios as before it existed)."""
     rng = np.random.default_rng(seed)
     out = []
     for k in range(n):
         out.append(Scenario(mix=str(rng.choice(list(cl.MIXES))),
                             gbps=float(10 ** rng.uniform(0, 2)),
-                            models=TRAIN_MODELS, load=float(rng.uniform(0.2, 0.8)),
+                            models=TRAIN_MODELS, load=float(rng.uniform(0.2, load_max)),
                             seed=seed * 100_000 + k))
     if single_model > 0:
         pick = np.random.default_rng([seed, 7])

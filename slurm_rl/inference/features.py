@@ -1,7 +1,13 @@
 """What a learned scheduler sees for the current layer: one feature row per device (pure numpy,
 shared by the environment, the trainer and `slurm-rl plan`). Times are relative to the task's
 reference time (its model alone on its best device) and log1p-compressed, so one network serves
-every model size, bandwidth and device count."""
+every model size, bandwidth and device count.
+
+Columns 0-12 are what the shipped checkpoints read (`BASE_FEATURES`); 13-14 look at the
+arrival stream, which HEFT does not: the mean gap between arrivals over the task's reference
+time, and how many tasks are expected to arrive before this layer would finish on the device
+(the stream's rate is the simulator's; a deployment would measure it from recent arrivals).
+A network reads the first `QConfig.features` columns."""
 
 from __future__ import annotations
 
@@ -10,7 +16,8 @@ import numpy.typing as npt
 
 from slurm_rl.inference.sim import InferenceSim
 
-N_FEATURES = 13
+BASE_FEATURES = 13
+N_FEATURES = 15
 F32 = npt.NDArray[np.float32]
 
 
@@ -39,7 +46,9 @@ def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
     f[:, 9] = t.out_bytes[i] * off / scale
     f[:, 11] = (sim.est_free - now) / scale
     f[:, 12] = (frontier - now) / scale
-    times = [0, 1, 2, 3, 4, 5, 9, 11, 12]
+    f[:, 13] = 1.0 / (sim.rate * scale)
+    f[:, 14] = sim.rate * (finish - now)
+    times = [0, 1, 2, 3, 4, 5, 9, 11, 12, 13, 14]
     f[:, times] = np.log1p(np.clip(f[:, times], 0.0, 1e6))
     f[:, 6] = prev
     f[:, 7] = np.minimum((sim.used + t.need[i]) / sim.memory, 2.0)
