@@ -98,6 +98,7 @@ class Capacity:
     def total_free(self) -> int:
         return self._total
 
+
     def _place(self, parts: Sequence[int], commit: bool) -> bool:
         count = self._count
         top = len(count)
@@ -168,3 +169,35 @@ class Capacity:
 
 
 _USABLE = frozenset(s for s in NodeState if s.usable)
+
+
+def fewest_gpus(job: JobView) -> int:
+    """The fewest GPUs a pending job could start with: its range minimum, else its count."""
+    g, it = job.gpus, job.intent
+    if it is not None:
+        if it.gpus_min is not None and it.gpus_min < g:
+            g = it.gpus_min
+        if it.gpus_max is not None and it.gpus_max < g:
+            g = it.gpus_max
+    return g
+
+
+def may_start(pending: Iterable[JobView], most: int, total_free: int, node_cap: int) -> bool:
+    """Whether some pending job (of any kind, held ones too) fits the free GPUs at
+    `fewest_gpus`: `most` free on one node, `total_free` in all, `node_cap` GPUs per node.
+    Conservative: a job wider than a node counts as fitting when the cluster's free GPUs add up
+    to it. Where it is False nothing starts whatever an order says, until an event frees GPUs
+    (the `Gated` policies' `futile`, capabilities.py)."""
+    for j in pending:
+        g = fewest_gpus(j)
+        if g <= most or (g > node_cap and g <= total_free):
+            return True
+    return False
+
+
+def may_place(pending: Iterable[JobView], cap: Capacity) -> bool:
+    """`may_start` placed on `cap`'s nodes: some pending job fits at `fewest_gpus`, a job wider
+    than a node split evenly over its nodes (`job_parts`, as cons_tres and the simulator
+    place it)."""
+    node_cap = cap.node_cap
+    return any(cap.fits(job_parts(j, fewest_gpus(j), node_cap)) for j in pending)

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
+from slurm_rl.policies.capacity import may_start
 from slurm_rl.policies.elasticflow_jobs import Sticky, deadline_of, resizable
 from slurm_rl.policies.elasticflow_round import Round
 from slurm_rl.policies.options import build
@@ -113,26 +114,14 @@ def _needs_plan(r: Round) -> bool:
 
 def _may_act(r: Round) -> bool:
     """False only where the round's Decision could change nothing the simulator does now or
-    later: no running job it may resize or suspend, and no pending job (of any kind, held ones
-    too) fits the free GPUs at the fewest it could ask for, so nothing starts whatever the
-    order says (and until the next event nothing frees GPUs). Conservative: a job wider than a
-    node counts as fitting when the cluster's free GPUs add up to it."""
+    later: no running job it may resize or suspend, and no pending job fits the free GPUs
+    (capacity.may_start), so nothing starts whatever the order says (and until the next event
+    nothing frees GPUs)."""
     if r.elastic:
         return True
     nodes = r.nodes
-    total_free = nodes.total_free
-    most = max(nodes.free, default=0)  # (0: only a job of no GPUs fits)
-    cap = nodes.cap
-    for j in r.snapshot.pending:
-        g, it = j.gpus, j.intent
-        if it is not None:
-            if it.gpus_min is not None and it.gpus_min < g:
-                g = it.gpus_min
-            if it.gpus_max is not None and it.gpus_max < g:
-                g = it.gpus_max
-        if g <= most or (g > cap and g <= total_free):
-            return True
-    return False
+    return may_start(r.snapshot.pending, max(nodes.free, default=0), nodes.total_free,
+                     nodes.cap)
 
 
 def new(**options: Any) -> ElasticFlow:
