@@ -16,7 +16,7 @@ action log), and the elastic job's runs (its own log: GPUs per run) and RestartC
     .venv/bin/python benchmarks/live_deadlines.py --out docs/eval/live/live-deadlines.json
 
 Needs the test cluster (SLURM_CONF set); 15-16 minutes for both scenarios and the four
-policies (measured 2026-12-01: 62-133 s per policy and scenario). Each policy's jobs, daemon
+policies (measured 2026-12-01: 62-135 s per policy and scenario). Each policy's jobs, daemon
 database and log stay in /tmp/live-deadlines-*/SCENARIO-POLICY. --out never replaces a file
 without --force.
 """

@@ -96,8 +96,11 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip="4-9 minutes; evaluate on a small scenario file is "
                  "tests/test_first_hour_errors.py and tests/sim/test_sim_cli.py"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
-                           "--workers 2   # about 10 min on 2 cores"):
-        How(skip="about 10 minutes, 40 on a busy host (as above)"),
+                           "--workers 2   # about 20 min on 2 cores"):
+        How(skip="about 20 minutes (40 CPU-minutes of simulation, as above)"),
+    ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/seeds.toml "
+                           "--workers 2   # about 12 min on 2 cores"):
+        How(skip="about 12 minutes (22 CPU-minutes of simulation, as above)"),
     ("docs/evaluation.md", ".venv/bin/python benchmarks/live_deadlines.py --out "
                            "docs/eval/live/live-deadlines.json"):
         How(skip="15 minutes on the test cluster; its helpers are "
