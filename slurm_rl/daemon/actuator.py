@@ -18,7 +18,13 @@ from dataclasses import dataclass, replace
 
 from slurm_rl.config import Actuation
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
-from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, cpus_for, job_limits
+from slurm_rl.daemon.limits import (
+    AssocLimits,
+    PartitionLimits,
+    cpus_for,
+    job_limits,
+    outside_range,
+)
 from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult, InputRunner
 
@@ -229,8 +235,8 @@ def plan_changes(
         else:
             unchanged += 1
         if order.gpus is not None and order.gpus != job.gpus:
-            cap, over, limit = node_cap, "", None
-            if limits is not None:
+            cap, over, limit = node_cap, outside_range(job, order.gpus), None
+            if limits is not None and not over:
                 limit = job_limits(job, limits, assoc)
                 if limit is None:
                     over = f"partition {job.partition!r} has no known GPU limits"

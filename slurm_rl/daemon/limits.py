@@ -27,6 +27,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from slurm_rl.core import JobView, NodeView
+from slurm_rl.policies.gpu_counts import gpu_range
 
 _MAX = 1 << 31
 
@@ -142,6 +143,19 @@ def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
         if key in assoc:
             base = base.narrowed(TresLimits.of(assoc[key]))
     return base
+
+
+def outside_range(job: JobView, gpus: int) -> str:
+    """Why `gpus` is not a count the job's owner allowed ("" if it is): inside the GPU range
+    the job's intent declares (`gpu_counts.gpu_range`), or the job's own count without one. A
+    policy's count is never trusted to respect it (the daemon acts as operator)."""
+    rng = gpu_range(job)
+    lo, hi = rng if rng is not None else (job.gpus, job.gpus)
+    if lo <= gpus <= hi:
+        return ""
+    if rng is None:
+        return f"{gpus} GPUs for a job without a GPU range (it asked for {job.gpus})"
+    return f"{gpus} GPUs are outside the job's range {lo}-{hi}"
 
 
 def cpus_per_node(per_node: int, cpus_per_gpu: int, nodes: Sequence[NodeView]) -> int | None:

@@ -10,6 +10,7 @@ from slurm_rl.config import Actuation
 from slurm_rl.core import (
     ClusterSnapshot,
     Decision,
+    Intent,
     JobId,
     JobOrder,
     JobState,
@@ -41,6 +42,9 @@ def job(i: int, **kw: object) -> JobView:
                                    submit_time=1000.0 + i, gpus=1, nodes=1)
     base.update(kw)
     return JobView(**base)  # type: ignore[arg-type]
+
+
+RANGE = Intent(gpus_min=1, gpus_max=8)
 
 
 def snap(*jobs: JobView) -> ClusterSnapshot:
@@ -151,8 +155,9 @@ def test_resizes_and_preemptions_of_running_jobs_are_skipped_and_said_so() -> No
 
 
 def test_gpu_counts_become_tres_per_node_and_num_nodes() -> None:
-    jobs = [job(1, gpus=1), job(2, gpus=2), job(3, gpus=4), job(4, gpus=8, nodes=2),
-            job(5, gpus=2)]
+    jobs = [job(1, gpus=1, intent=RANGE), job(2, gpus=2, intent=RANGE),
+            job(3, gpus=4, intent=RANGE), job(4, gpus=8, nodes=2, intent=RANGE),
+            job(5, gpus=2, intent=RANGE)]
     known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 6)}
     plan = plan_changes(ranked(1, 2, 3, 4, 5, gpus={1: 4, 2: 8, 3: 4, 4: 2, 5: 7}),
                         snap(*jobs), known_values=known)
@@ -231,8 +236,22 @@ def test_bad_scales_are_refused(bad: dict[str, int]) -> None:
 
 
 def test_jobs_that_asked_for_gpus_per_job_keep_their_count() -> None:
-    plan = plan_changes(ranked(1, gpus={1: 4}), snap(job(1, gpus=2)),
+    plan = plan_changes(ranked(1, gpus={1: 4}), snap(job(1, gpus=2, intent=RANGE)),
                         known_values={JobId("1"): RankScale().value(0)},
                         gpus_per_job=frozenset({JobId("1")}))
     assert plan.changes == ()
     assert [s.why for s in plan.skipped] == ["GPUs asked per job (--gpus): not resized"]
+
+
+def test_a_gpu_count_outside_the_job_s_range_is_never_applied() -> None:
+    # The owner's range (or, without one, the owner's own count) bounds what the daemon, as
+    # operator, sets: a policy's count outside it is skipped and said so; inside, applied.
+    jobs = [job(1, gpus=1, intent=Intent(gpus_min=1, gpus_max=2)), job(2, gpus=2),
+            job(3, gpus=1, intent=Intent(gpus_min=1, gpus_max=2))]
+    known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 4)}
+    plan = plan_changes(ranked(1, 2, 3, gpus={1: 4, 2: 1, 3: 2}), snap(*jobs),
+                        known_values=known)
+    assert [c.command for c in plan.changes] == ["update JobId=3 TresPerNode=gres:gpu:2"]
+    assert [(k.job_id, k.why) for k in plan.skipped] == [
+        ("1", "4 GPUs are outside the job's range 1-2"),
+        ("2", "1 GPUs for a job without a GPU range (it asked for 2)")]

@@ -126,7 +126,7 @@ def test_a_preemption_s_release_does_not_settle(session: Session) -> None:
 # --- CPUs follow GPUs in the pending update ---------------------------------------------------
 
 def test_a_sized_job_s_pending_update_carries_its_cpus() -> None:
-    sized = job(gpus=4)
+    sized = job(gpus=4, intent=Intent(gpus_min=1, gpus_max=8))
     s = snap(1000.0, sized, replace(sized, id=JobId("43")))
     decision = Decision(policy="t", order=(JobOrder(job_id=JobId("42"), rank=0, gpus=1),
                                            JobOrder(job_id=JobId("43"), rank=1, gpus=1)))

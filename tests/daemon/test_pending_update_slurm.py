@@ -189,3 +189,44 @@ def test_a_sized_pending_job_s_cpus_follow_its_new_gpu_count(tmp_path: Path,
               ActionStatus.DONE]
     assert update == [f"scontrol update JobId={job_id} TresPerNode=gres:gpu:1 MinCPUsNode=2"], \
         actions
+
+
+class FixedCount:
+    """TEST DOUBLE policy: the job, pending, gets `gpus` (whatever its range says)."""
+
+    name = "fixed-count"
+
+    def __init__(self, job_name: str, gpus: int) -> None:
+        self.job_name, self.gpus = job_name, gpus
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        return Decision(policy=self.name, order=tuple(
+            JobOrder(job_id=j.id, rank=0, gpus=self.gpus, reason="test")
+            for j in snapshot.pending if j.name == self.job_name))
+
+
+def test_a_pending_job_s_gpu_count_stays_inside_its_range(tmp_path: Path,
+                                                          job_name: str) -> None:
+    # Range 1-2, not eligible for 10 minutes (it stays pending). A policy asking 4 GPUs for it
+    # is not followed (the daemon acts as operator: the owner's range bounds it); 2 is.
+    comment = compose_comment("", Intent(gpus_min=1, gpus_max=2))
+    out = subprocess.run(
+        ["sbatch", "--parsable", "--begin=now+600", "-J", job_name, "--gres=gpu:1", "-t", "3",
+         "-o", "/dev/null", f"--comment={comment}", "--wrap", "sleep 5"],
+        capture_output=True, text=True, check=True)
+    job_id = out.stdout.strip().split(";")[0]
+    policy = FixedCount(job_name, 4)
+    daemon = _daemon(tmp_path, job_name, policy, DaemonOptions())
+    try:
+        daemon.cycle()
+        wide = squeue([job_id], "State,tres-per-node")[job_id]
+        policy.gpus = 2
+        daemon.cycle()
+        inside = squeue([job_id], "State,tres-per-node")[job_id]
+        actions = _actions(daemon, job_id)
+    finally:
+        daemon.sessions.kw["bind"].dispose()
+    assert wide == ["PENDING", "gres:gpu:1"], actions
+    assert inside == ["PENDING", "gres:gpu:2"], actions
+    updates = [a for k, s, a in actions if k is ActionKind.TRES_PER_NODE]
+    assert updates == [f"scontrol update JobId={job_id} TresPerNode=gres:gpu:2"], actions

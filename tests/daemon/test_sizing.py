@@ -125,6 +125,27 @@ def test_a_deadline_only_job_is_sized_released_and_runs(jobs: Jobs, tmp_path: Pa
     assert f"GRES=gpu:{per_node}(IDX:" in detail
 
 
+def test_the_bare_deadline_and_model_form_is_sized_and_runs(jobs: Jobs, tmp_path: Path) -> None:
+    # The seed's form: a deadline and a model, no GPU, CPU, time or steps request at all.
+    script = tmp_path / "train.sh"
+    script.write_text("#!/bin/sh\nsleep 5\n")
+    db = tmp_path / "daemon.db"
+    proc = subprocess.run([RLSBATCH, "-J", f"{jobs.prefix}bare", "-o", "/dev/null",
+                           "--rl-deadline", "+6h", "--rl-model", "resnet50", str(script)],
+                          capture_output=True, text=True, env={"SLURM_RL_DB": str(db),
+                                                               **_env()})
+    assert proc.returncode == 0, proc.stderr
+    job_id = proc.stdout.split()[-1]
+    jobs.ids.append(job_id)
+    assert squeue([job_id], "State,Reason")[job_id] == ["PENDING", "JobHeldUser"]
+    run_daemon(db, jobs.prefix)
+    _, tres, cpus, nodes = squeue([job_id], "Reason,tres-per-node,NumCPUs,NumNodes")[job_id]
+    gpus = int(tres.rsplit(":", 1)[1]) * int(nodes)
+    assert 1 <= gpus <= 8 and int(cpus) == 2 * gpus, (tres, cpus, nodes)
+    wait_for(lambda: squeue([job_id], "State")[job_id][0] in ("RUNNING", "COMPLETED"), 120,
+             "the job to start")
+
+
 def _env() -> dict[str, str]:
     import os
 

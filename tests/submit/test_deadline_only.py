@@ -1,7 +1,8 @@
 """Deadline only (submit/deadline_only.py): `rlsbatch --rl-deadline +6h --rl-model NAME job.sh`
 with no GPU or CPU request is submitted held with the GPU range 1..max for the daemon to size;
 bad input is one line, exit 2, nothing submitted. Pure: sinfo is a recorded-shape fake
-(`parts`), no sbatch runs (the cluster tests are in test_deadline_only_slurm.py)."""
+(`parts`), no sbatch runs (the cluster tests: tests/daemon/test_sizing.py,
+test_sizing_cpus_slurm.py)."""
 
 from __future__ import annotations
 
