@@ -32,7 +32,8 @@ place within one node or on whole nodes (`gpu_counts.allowed_counts`).
 3. Now. A running elastic job whose share exceeds its count grows to it. Reserved pending jobs
    whose planned start is now start at their share; when one does not fit, running elastic jobs
    give back GPUs above their floors (their share, or first count), those without a reservation
-   first, widest first; every start and resize must place with all of the decision's. Then the
+   first, widest first; every start and resize must place with all of the decision's,
+   applied in turn as the simulator does (shrinks, then grows, then starts). Then the
    best-effort jobs (late, capped, without a deadline), by submit time + predicted remaining
    time at their first count (shortest first among jobs of one age; a job that has waited its
    own length passes every later one, so nothing starves), each at its first count, where it

@@ -322,17 +322,26 @@ class Round:
         self.free = packed.total_free
 
     def _pack(self) -> Capacity | None:
-        """The snapshot's free GPUs less this decision's resizes and starts: resized jobs'
-        GPUs released, then every resized and starting job placed, widest first (None: they
-        do not all fit)."""
+        """The snapshot's free GPUs less this decision's changes, applied as the simulator
+        applies them (None: they do not all fit): suspended jobs' GPUs released, then each
+        resize in turn, shrinks first (its own GPUs released, its new count placed), then the
+        starts, widest first. Released GPUs form chunks of their own (capacity.py), so a grow
+        is placed as if its old GPUs were on another node: conservative. (Releasing every
+        resize's GPUs before placing any counted a grow on GPUs another grow had taken.)"""
         cap = Capacity.of(self.snapshot)
         nc = self.node_cap
-        moved = [(self.run_jobs[jid].view, g) for jid, g in self.size.items()
-                 if g != self.run_jobs[jid].view.gpus]
-        for v, _ in moved:
-            cap.release(job_layout(v, v.gpus, nc))
-        parts = [job_layout(v, g, nc) for v, g in moved if g > 0]
-        parts += [job_layout(self.by_id[jid].view, g, nc) for jid, g in self.start.items()]
+        moved = sorted(((self.run_jobs[jid].view, g) for jid, g in self.size.items()
+                        if g != self.run_jobs[jid].view.gpus),
+                       key=lambda e: (e[1] - e[0].gpus, str(e[0].id)))
+        for v, g in moved:
+            if g == 0:
+                cap.release(job_layout(v, v.gpus, nc))
+        for v, g in moved:
+            if g > 0:
+                cap.release(job_layout(v, v.gpus, nc))
+                if not cap.take(job_layout(v, g, nc)):
+                    return None
+        parts = [job_layout(self.by_id[jid].view, g, nc) for jid, g in self.start.items()]
         parts.sort(key=lambda p: (-max(p, default=0), -len(p)))
         for p in parts:
             if not cap.take(p):

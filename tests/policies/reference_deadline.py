@@ -192,14 +192,18 @@ def decide(snapshot, min_gain=0.1, cost=30.0, share=urgency.DEFAULT_SHARE):
     start, shrunk = {}, set()
 
     def free_after():
-        """Free GPUs less every resize and start so far (resized jobs released first, then
-        all placed widest first); None if they do not all place."""
+        """Free GPUs less every resize and start so far, as the simulator applies them: each
+        resize in turn, shrinks first (released, then placed), then the starts, widest first;
+        None if they do not all place."""
         cap = Capacity.of(snapshot)
-        moved = [(run[jid].view, g) for jid, g in size.items() if g != run[jid].view.gpus]
-        for v, _ in moved:
+        moved = sorted(((run[jid].view, g) for jid, g in size.items()
+                        if g != run[jid].view.gpus), key=lambda e: (e[1] - e[0].gpus,
+                                                                     str(e[0].id)))
+        for v, g in moved:
             cap.release(job_layout(v, v.gpus, node_cap))
-        parts = [job_layout(v, g, node_cap) for v, g in moved]
-        parts += [job_layout(by_id[jid].view, g, node_cap) for jid, g in start.items()]
+            if not cap.take(job_layout(v, g, node_cap)):
+                return None
+        parts = [job_layout(by_id[jid].view, g, node_cap) for jid, g in start.items()]
         parts.sort(key=lambda p: (-max(p, default=0), -len(p)))
         for p in parts:
             if not cap.take(p):

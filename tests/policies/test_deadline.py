@@ -205,3 +205,33 @@ def test_a_running_job_that_needs_many_gpus_gives_way_to_pending_jobs_that_need_
     # Alone, "r" grows to the 8 GPUs its deadline needs.
     d = make("deadline", min_gain=0.99).decide(snap(r, nodes=nodes(4, 0)))
     assert [(z.job_id, z.gpus) for z in d.resizes] == [("r", 8)]
+
+
+
+def _applies_in_turn(free: dict[str, int], where: dict[str, str],
+                     resizes: list[tuple[str, int, int]]) -> bool:
+    """Whether `resizes` (job, old, new GPUs) place one after another as the simulator applies
+    them (shrinks first; each releases its own GPUs, then its new count goes on the tightest
+    node that holds it)."""
+    free = dict(free)
+    for jid, old, new in sorted(resizes, key=lambda r: (r[2] - r[1], r[0])):
+        free[where[jid]] += old
+        fit = sorted((f, n) for n, f in free.items() if f >= new)
+        if not fit:
+            return False
+        free[fit[0][1]] -= new
+    return True
+
+
+def test_grows_are_planned_as_they_will_be_applied_one_after_another() -> None:
+    # a (1 GPU) on node1, b (2 GPUs) on node2, both filled by rigid jobs; node3 has 4 free.
+    # Growing a to 2 and b to 4 both "fit" if every resized job's GPUs are freed before any is
+    # placed, but applied in turn a takes node3 first and b's 4 GPUs fit nowhere.
+    el = Intent(gpus_min=1, gpus_max=4, elastic=True, **RESNET)
+    a = running("a", gpus=1, intent=el, predicted_remaining_s=40_000)
+    b = running("b", gpus=2, intent=el, predicted_remaining_s=40_000)
+    d = make("deadline").decide(snap(a, b, nodes=nodes(4, 4, 0)))
+    assert d.resizes
+    old = {"a": 1, "b": 2}
+    assert _applies_in_turn({"node1": 0, "node2": 0, "node3": 4}, {"a": "node1", "b": "node2"},
+                            [(r.job_id, old[r.job_id], r.gpus) for r in d.resizes])
