@@ -112,3 +112,18 @@ def policies_decided(db: Path) -> list[str]:
         return []
     finally:
         con.close()
+
+
+def room_on_two_nodes(gpus: int, timeout_s: float = 120.0) -> None:
+    """Other sessions share the cluster: wait until two nodes have `gpus` GPUs free (one for
+    a job at 1 GPU, one to grow it on: the daemon does not count on the job's own node)."""
+    from slurm_rl.slurm.adapter import SlurmAdapter
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        free = sorted((n.gpus_free for n in SlurmAdapter().poll_nodes()), reverse=True)
+        if len(free) >= 2 and free[1] >= gpus:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the shared cluster stayed too busy: free GPUs {free}")
+        time.sleep(2)

@@ -21,7 +21,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cluster_jobs import squeue
+from cluster_jobs import room_on_two_nodes, squeue
 from sqlalchemy import select
 
 from slurm_rl.config import Config, ResizeConfig
@@ -111,22 +111,9 @@ def _actions(daemon: Daemon, job_id: str) -> list[tuple[ActionKind, ActionStatus
             .where(ActionJob.job_id == job_id).order_by(Action.id))]
 
 
-def _room(timeout_s: float = 120.0) -> None:
-    """Other sessions share the cluster: wait for 2 nodes with 2 GPUs free (one for the job at
-    1 GPU, one to grow it on: the daemon does not count on the job's own node)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        free = sorted((n.gpus_free for n in SlurmAdapter().poll_nodes()), reverse=True)
-        if len(free) >= 2 and free[1] >= 2:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"the shared cluster stayed too busy: free GPUs {free}")
-        time.sleep(2)
-
-
 def test_a_grown_job_restarts_at_its_new_count_though_pending_counts_differ(
         tmp_path: Path, job_name: str) -> None:
-    _room()
+    room_on_two_nodes(2)
     comment = compose_comment("", Intent(gpus_min=1, gpus_max=2, elastic=True))
     out = subprocess.run(
         ["sbatch", "--parsable", "-J", job_name, "--gres=gpu:1", "-t", "3", "-o", "/dev/null",

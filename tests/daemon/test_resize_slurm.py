@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_jobs import room_on_two_nodes
 from sqlalchemy import select
 
 from slurm_rl.config import Config, ResizeConfig
@@ -97,22 +98,9 @@ def _state(job_id: str) -> str:
     return out.stdout.strip()
 
 
-def _room_to_grow(timeout_s: float = 120.0) -> None:
-    """Other sessions share the cluster: wait until two nodes have 3 GPUs free (one for the job
-    at 1 GPU, one to grow it to 3 on: the daemon does not count on the job's own node)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        free = sorted((n.gpus_free for n in SlurmAdapter().poll_nodes()), reverse=True)
-        if len(free) >= 2 and free[1] >= 3:
-            return
-        if time.monotonic() > deadline:
-            pytest.fail(f"the shared cluster stayed too busy to grow a job: free GPUs {free}")
-        time.sleep(2)
-
-
 def test_an_elastic_job_is_grown_then_shrunk_and_resumes_from_its_checkpoint(
         tmp_path: Path, workdir: Path, job_name: str) -> None:
-    _room_to_grow()
+    room_on_two_nodes(3)
     script = tmp_path / "elastic.sh"
     script.write_text(JOB_SCRIPT.format(dir=workdir, steps=STEPS))
     comment = compose_comment("", Intent(gpus_min=1, gpus_max=3, elastic=True))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+from importlib import resources
 from typing import Any
 
 from slurm_rl.core import (
@@ -16,6 +18,8 @@ from slurm_rl.core import (
     NodeView,
     Progress,
 )
+from slurm_rl.sim import trace
+from slurm_rl.sim.trace import TraceJob
 
 NOW = 10_000.0
 
@@ -77,3 +81,15 @@ def oracle_policy(name: str, truth: dict[str, float], **options: Any) -> Any:
     assert isinstance(policy, OracleReading)
     policy.bind_oracle(TableOracle(truth))
     return policy
+
+
+def itp_jobs(count: int, elastic: bool) -> tuple[TraceJob, ...]:
+    """The first `count` jobs of the shipped ITP cluster01 deadline trace; with `elastic`, every
+    third one gets a 1-8 GPU range, every other of those elastic (the gate tests' mix)."""
+    folder = resources.files("slurm_rl") / "data" / "traces"
+    jobs = trace.window(trace.load(str(folder / "itp-deadline-cluster01.csv"),
+                                   "itp-deadline").jobs, 0, count)
+    if not elastic:
+        return jobs
+    return tuple(dataclasses.replace(j, gpus_min=1, gpus_max=8, elastic=i % 2 == 0)
+                 if i % 3 == 0 else j for i, j in enumerate(jobs))

@@ -6,15 +6,14 @@ time."""
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
-from importlib import resources
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from policy_builders import itp_jobs
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies import elasticflow, elasticflow_plan, make
@@ -50,16 +49,6 @@ class AskedAtEveryEvent:
         """Nothing: decide judges admission itself."""
 
 
-def _jobs(count: int, elastic: bool) -> tuple[trace.TraceJob, ...]:
-    folder = resources.files("slurm_rl") / "data" / "traces"
-    jobs = trace.window(trace.load(str(folder / "itp-deadline-cluster01.csv"),
-                                   "itp-deadline").jobs, 0, count)
-    if not elastic:
-        return jobs
-    return tuple(dataclasses.replace(j, gpus_min=1, gpus_max=8, elastic=i % 2 == 0)
-                 if i % 3 == 0 else j for i, j in enumerate(jobs))
-
-
 def test_declares_the_gate_not_observing() -> None:
     policy = make("elasticflow")
     assert all(isinstance(policy, c) for c in (Gated, Preempting, Resizing, Stateful))
@@ -73,7 +62,7 @@ def test_declares_the_gate_not_observing() -> None:
 def test_the_gate_changes_no_result(count: int, load: float, elastic: bool) -> None:
     """The same jobs (starts, ends, GPUs, restarts), resizes, preemptions and declines with
     the gate as when `decide` is asked at every event; the gate skips calls."""
-    jobs = _jobs(count, elastic)
+    jobs = itp_jobs(count, elastic)
     config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4,
                           tick_s=60.0, audit=True)
     gated = make("elasticflow")
