@@ -8,8 +8,10 @@ bit for bit: BLAS libraries sum in different orders.
 From `_ONE_THREAD_ROWS` rows on, the products run with numpy's BLAS limited to one thread
 (`threadpoolctl`, only around this call): OpenBLAS splits a 256 x 64 product over threads,
 and on a busy 2-core host its waiting threads cost 60x the product itself (3.4 ms CPU instead
-of 59 us a call, measured). Each thread computes whole output blocks, so the scores are the
-same either way (the 100k benchmark's digests are unchanged, docs/rl.md "Preemption").
+of 59 us a call, measured). The limit also makes the scores independent of how many threads
+numpy's BLAS has: a threaded product may sum in another order (seen in CI: the last bits of
+a 256-row call differed from the one-thread call), so without it the same snapshot could
+score differently on another host or under another load.
 """
 
 from __future__ import annotations
