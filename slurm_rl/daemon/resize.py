@@ -1,18 +1,19 @@
 """Live resizes of running elastic jobs: signal → grace → requeuehold → PENDING → update →
 release (docs/daemon.md, "Resizing running jobs").
 
-A policy's `Resize` is applied only to a job that opted in (`--rl-elastic`, so it checkpoints),
-is managed and RUNNING, and only when it pays: a grow must save more predicted run time than a
-restart costs, a shrink is not made on a job that would finish within the restart cost anyway.
-The new count must stay inside the job's declared GPU range and inside what its owner could ask
-for in its partition (limits.py: the daemon acts as operator), split evenly over nodes, and a
-grow must fit now on nodes with enough free GPUs *besides* the job's own (the snapshot does not
-say which nodes the job holds, so it may not count on them: a requeued grow that does not fit
-would wait in the queue); at most `max_per_hour` restarts a job per hour. A job whose CPUs the
-daemon chose (a deadline-only job: sizing.py) gets its CPUs per node anew in the same update,
-at the CPUs per GPU it was sized with, under the same caps (limits.cpus_for): left alone, Slurm
-keeps the job's total CPUs, so a shrink from 2 nodes of 4 GPUs/8 CPUs to 2 GPUs on one node
-ran on 2 nodes again, with 4 GPUs (measured on the test cluster).
+A policy's `Resize` is applied only to a job that opted in (`--rl-elastic`, so it checkpoints), is
+managed and RUNNING, and only when it pays: a grow must save more predicted run time than a restart
+costs, a shrink is not made on a job that would finish within the restart cost anyway. The new count
+must stay inside the job's declared GPU range and inside what its owner could ask for in its
+partition (limits.py: the daemon acts as operator), split evenly over nodes, and a grow must fit
+now: on enough nodes, the free GPUs plus those the job itself holds there (its `placement`, where
+Slurm says the count: a multi-node `--gpus=N` job's own GPUs are not counted) must reach the new
+count per node, as the simulator and the policies plan it (a requeued grow that does not fit would
+wait in the queue); at most `max_per_hour` restarts a job per hour. A job whose CPUs the daemon
+chose (a deadline-only job: sizing.py) gets its CPUs per node anew in the same update, at the CPUs
+per GPU it was sized with, under the same caps (limits.cpus_for): left alone, Slurm keeps the job's
+total CPUs, so a shrink from 2 nodes of 4 GPUs/8 CPUs to 2 GPUs on one node ran on 2 nodes again,
+with 4 GPUs (measured on the test cluster).
 
 The sequence spans cycles: the daemon first sends the job `signal` (`scancel --signal=SIG
 --full`, batch shell included) so that it can checkpoint, and `grace_s` later requeues it held,
@@ -37,7 +38,7 @@ from typing import Any
 from sqlalchemy.orm import Session
 
 from slurm_rl.config import ResizeConfig
-from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeView, Resize
+from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeName, NodeView, Resize
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
 from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, cpus_for, job_limits
 from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
@@ -65,10 +66,11 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
           limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
           node_free: Sequence[int], recent: int, cpus_per_gpu: int | None = None,
           nodes: Sequence[NodeView] = ()) -> Verdict:
-    """Pure: may `resize` be applied to `job` now? `node_free`: free GPUs on each usable node
-    of the job's partition; `recent`: its restarts (by resize or preemption) in the last
-    hour; `cpus_per_gpu`: for a job the daemon sized, the CPUs per GPU it was given, and then
-    `nodes`: the partition's nodes (its CPUs per node follow the new count)."""
+    """Pure: may `resize` be applied to `job` now? `node_free`: free GPUs on each usable node of
+    the job's partition, the job's own GPUs there included (`free_for`); `recent`: its restarts
+    (by resize or preemption) in the last hour; `cpus_per_gpu`: for a job the daemon sized, the
+    CPUs per GPU it was given, and then `nodes`: the partition's nodes (its CPUs per node follow
+    the new count)."""
     def no(why: str) -> Verdict:
         return Verdict(job_id=resize.job_id, gpus=resize.gpus, why=why)
 
@@ -100,7 +102,7 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
     per_node, n_nodes = req
     if resize.gpus > job.gpus and sum(1 for f in node_free if f >= per_node) < n_nodes:
         return no(f"does not fit now: {resize.gpus} GPUs need {n_nodes} node(s) with "
-                  f"{per_node} free GPUs besides its own")
+                  f"{per_node} GPUs free or its own")
     cpus = None
     if cpus_per_gpu is not None:
         cpus = cpus_for(per_node, n_nodes, cpus_per_gpu,
@@ -201,8 +203,9 @@ class Resizer(Sequencer):
             del self.in_flight[job_id]
             # Judged again: in the grace period the GPUs may have gone, or the gain.
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
-                      node_free=free.get(job.partition, []), recent=recent.get(job_id, 0),
-                      cpus_per_gpu=sized.get(job_id), nodes=snapshot.nodes)
+                      node_free=free_for(free.get(job.partition, []), job),
+                      recent=recent.get(job_id, 0), cpus_per_gpu=sized.get(job_id),
+                      nodes=snapshot.nodes)
             if v.why:
                 skipped.append((job_id, f"resize to {want.gpus} GPUs dropped after the "
                                 f"signal: {v.why}"))
@@ -218,7 +221,7 @@ class Resizer(Sequencer):
         for job_id, want in sorted(wanted.items()):
             job = jobs.get(job_id)
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
-                      node_free=free.get(job.partition, []) if job else [],
+                      node_free=free_for(free.get(job.partition, []), job) if job else [],
                       recent=recent.get(job_id, 0), cpus_per_gpu=sized.get(job_id),
                       nodes=snapshot.nodes)
             if v.why or job is None:
@@ -249,20 +252,43 @@ class Resizer(Sequencer):
                             cycle_id, decision_id)
 
 
-def _free_by_partition(snapshot: ClusterSnapshot) -> dict[str, list[int]]:
+@dataclass
+class _Free:
+    """A usable node's free GPUs as this cycle's grows take them (a running tally)."""
+
+    node: NodeName
+    gpus: int
+
+
+def _free_by_partition(snapshot: ClusterSnapshot) -> dict[str, list[_Free]]:
     """Free GPUs per usable node, by partition (a node in two partitions is in both lists)."""
-    free: dict[str, list[int]] = {}
+    free: dict[str, list[_Free]] = {}
     for node in snapshot.nodes:
         for part in node.partitions:
-            free.setdefault(part, []).append(node.gpus_free)
+            free.setdefault(part, []).append(_Free(node=node.name, gpus=node.gpus_free))
     return free
 
 
-def _take(node_free: list[int], v: Verdict, job: JobView) -> None:
-    """A grow about to be made takes its GPUs from the nodes it will likely get."""
+def _own(job: JobView) -> dict[NodeName, int]:
+    """The GPUs the job holds on each of its nodes, where the snapshot says."""
+    return {name: n for name, n in job.placement if n}
+
+
+def free_for(node_free: Sequence[_Free], job: JobView) -> list[int]:
+    """Per node: its free GPUs plus the job's own there (a requeue frees them for its restart)."""
+    own = _own(job)
+    return [f.gpus + own.get(f.node, 0) for f in node_free]
+
+
+def _take(node_free: list[_Free], v: Verdict, job: JobView) -> None:
+    """A grow about to be made takes its GPUs from the nodes it will likely get (the fullest
+    that fit, its own counted): there it then holds `per_node`."""
     if v.gpus <= job.gpus:
         return
-    fitting = sorted((i for i, f in enumerate(node_free) if f >= v.per_node),
-                     key=lambda i: node_free[i])[:v.nodes]
+    with_own = free_for(node_free, job)
+    own = _own(job)
+    fitting = sorted((i for i, f in enumerate(with_own) if f >= v.per_node),
+                     key=lambda i: with_own[i])[:v.nodes]
     for i in fitting:
-        node_free[i] -= v.per_node
+        f = node_free[i]
+        f.gpus = max(0, f.gpus + own.get(f.node, 0) - v.per_node)

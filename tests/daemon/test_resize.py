@@ -25,7 +25,15 @@ from slurm_rl.core import (
     Resize,
 )
 from slurm_rl.daemon.limits import PartitionLimits
-from slurm_rl.daemon.resize import Resizer, Verdict, judge, release_lines
+from slurm_rl.daemon.resize import (
+    Resizer,
+    Verdict,
+    _Free,
+    _take,
+    free_for,
+    judge,
+    release_lines,
+)
 from slurm_rl.daemon.restart import held_after_requeue, recent_restarts
 from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.models import Action
@@ -87,13 +95,13 @@ def test_what_is_never_resized(j: JobView | None, r: Resize, why: str) -> None:
     assert why in verdict(r, j).why
 
 
-def test_a_grow_must_fit_on_free_gpus_besides_its_own() -> None:
-    # Its own node (3 free) is not counted on: the snapshot does not say which node it holds.
+def test_a_grow_must_fit_on_free_gpus_with_its_own_counted() -> None:
+    # node_free already holds the job's own GPUs where the snapshot says (free_for, below).
     assert verdict(grow(3), job(), free=(3, 0)).why == ""
     assert verdict(grow(4), job(), free=(3, 0)).why == (
-        "does not fit now: 4 GPUs need 1 node(s) with 4 free GPUs besides its own")
+        "does not fit now: 4 GPUs need 1 node(s) with 4 GPUs free or its own")
     assert verdict(grow(8), job(), free=(4, 3, 4)).why == ""
-    assert "need 2 node(s) with 4 free" in verdict(grow(8), job(), free=(4, 3, 3)).why
+    assert "need 2 node(s) with 4 GPUs free" in verdict(grow(8), job(), free=(4, 3, 3)).why
 
 
 def test_the_hourly_cap() -> None:
@@ -165,6 +173,45 @@ def step(r: Resizer, session: Session, t: float, resizes: Sequence[Resize], *job
     session.commit()
     return r.step(session, resizes, snap(t, *jobs), limits=LIMITS, assoc=None, cycle_id=1,
                   decision_id=None).notes()
+
+
+def test_the_gpus_a_job_holds_count_for_its_grow_where_the_snapshot_says() -> None:
+    free = [_Free(node=NodeName("node1"), gpus=2), _Free(node=NodeName("node2"), gpus=1)]
+    on_1 = job(gpus=2, placement=((NodeName("node1"), 2),))
+    assert free_for(free, on_1) == [4, 1]
+    # a multi-node --gpus=N job: Slurm does not say how it split them, so none are counted
+    assert free_for(free, job(gpus=2, placement=((NodeName("node1"), None),
+                                                  (NodeName("node2"), None)))) == [2, 1]
+    # the grow takes node1: there the job then holds 4, none free; node2 is untouched
+    v = verdict(grow(4), on_1, free=tuple(free_for(free, on_1)))
+    assert (v.why, v.per_node, v.nodes) == ("", 4, 1)
+    _take(free, v, on_1)
+    assert [f.gpus for f in free] == [0, 1]
+
+
+def test_a_grow_onto_the_jobs_own_node_is_made_live(session: Session) -> None:
+    # node1 has 3 of 4 GPUs free and the job holds the fourth: 1 -> 4 fits there once it is
+    # requeued, as the simulator and the policies count it (before: refused, "besides its own").
+    fake = FakeSlurm()
+    r = resizer(fake, grace_s=0.0)
+    full = tuple(NodeView(name=n.name, state=NodeState.ALLOCATED, gpus_total=4,
+                          gpus_alloc=1 if n.name == "node1" else 4, partitions=("gpu",))
+                 for n in NODES)
+    j = job(placement=((NodeName("node1"), 1),))
+    upsert_jobs(session, [j], now=NOW)
+    session.commit()
+    notes = r.step(session, [grow(4)], ClusterSnapshot(time=NOW, jobs=(j,), nodes=full),
+                   limits=LIMITS, assoc=None, cycle_id=1, decision_id=None).notes()
+    assert notes == ["resizes: 0 signalled, 1 restarted at a new count, 0 failed"]
+    assert fake.commands()[-2:] == [
+        "update JobId=1 TresPerNode=gres:gpu:4 StartTime=now+1", "release 1"]
+    # without the placement the same grow does not fit
+    r2 = resizer(FakeSlurm(), grace_s=0.0)
+    notes = r2.step(session, [grow(4)],
+                    ClusterSnapshot(time=NOW, jobs=(job(),), nodes=full), limits=LIMITS,
+                    assoc=None, cycle_id=2, decision_id=None).notes()
+    assert notes == ["resize of 1 skipped: does not fit now: 4 GPUs need 1 node(s) with 4 GPUs "
+                     "free or its own"]
 
 
 def test_signal_then_after_the_grace_requeuehold_update_release(session: Session) -> None:
@@ -260,7 +307,7 @@ def test_after_the_grace_the_resize_is_judged_again(session: Session) -> None:
     notes = r.step(session, [grow(4)], busy, limits=LIMITS, assoc=None, cycle_id=2,
                    decision_id=None).notes()
     assert notes == ["resize of 1 skipped: resize to 4 GPUs dropped after the signal: does not "
-                     "fit now: 4 GPUs need 1 node(s) with 4 free GPUs besides its own"]
+                     "fit now: 4 GPUs need 1 node(s) with 4 GPUs free or its own"]
     assert [c.split(" ")[0] for c in fake.commands()] == ["scancel"]
 
 
