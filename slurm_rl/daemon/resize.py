@@ -45,7 +45,7 @@ from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
 from slurm_rl.daemon.restart import release_lines as _release_lines
 from slurm_rl.daemon.sizing import sized_cpus_per_gpu
 from slurm_rl.db.kinds import ActionKind
-from slurm_rl.policies.estimates import estimate_remaining, remaining_at
+from slurm_rl.policies.restart_gate import restart_gain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -112,20 +112,11 @@ def judge(resize: Resize, job: JobView | None, *, now: float, settings: ResizeCo
     if recent >= settings.max_per_hour:
         return no(f"restarted {recent} times in the last hour (max_per_hour "
                   f"{settings.max_per_hour}, resizes and preemptions together)")
-    est = estimate_remaining(job, now)
-    if est is None:
-        return no("no prediction of its remaining time")
-    cost = settings.restart_cost_s
-    if resize.gpus > job.gpus:
-        gain = est.seconds - remaining_at(job, est, resize.gpus)
-        if gain <= cost:
-            return no(f"predicted gain {gain:.0f}s does not beat the restart cost {cost:.0f}s")
-    else:
-        gain = est.seconds - cost
-        if gain <= 0:
-            return no(f"finishes within the restart cost ({est.seconds:.0f}s left)")
+    pays = restart_gain(job, resize.gpus, now=now, cost_s=settings.restart_cost_s)
+    if pays.why:
+        return no(pays.why)
     return Verdict(job_id=job.id, gpus=resize.gpus, per_node=per_node, nodes=n_nodes,
-                   cpus_per_node=cpus, gain_s=gain)
+                   cpus_per_node=cpus, gain_s=pays.seconds)
 
 
 def release_lines(v: Verdict, nodes_now: int, top: tuple[str, int] | None = None

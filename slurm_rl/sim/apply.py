@@ -7,6 +7,7 @@ into `engine.Simulator`, whose state it reads and changes through `_Engine`.
 - resizes next, shrinks before grows: the job is requeued and restarted at once at the new
   count ahead of the queue, paying the restart delay; a count that does not fit even in the
   job's own GPUs is refused;
+- with `restart_rules`, only the restarts the daemon would make live (EngineConfig);
 - order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
   decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
   count applies to jobs with an intent GPU range (clamped into it and to the cluster).
@@ -21,10 +22,12 @@ from typing import Protocol
 
 from slurm_rl.core import Decision, JobId, JobState, Policy
 from slurm_rl.policies.capabilities import Resizing
+from slurm_rl.policies.restart_gate import HOUR_S, restart_gain
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.jobs import SimJob, gpu_range
 from slurm_rl.sim.results import SimulationError
+from slurm_rl.sim.views import running_view
 
 
 class _Engine(Protocol):
@@ -41,6 +44,8 @@ class _Engine(Protocol):
     _ranked: list[SimJob]
     _preempts: bool
     _resizer: Resizing | None
+    _restart_log: dict[JobId, list[float]]
+    now: float
 
     def _note(self, kind: str, detail: str) -> None: ...
     def _requeue(self, job: SimJob) -> None: ...
@@ -49,6 +54,7 @@ class _Engine(Protocol):
     def _clamp(self, job: SimJob, gpus: int, what: str) -> int | None: ...
     def _set_gpus(self, job: SimJob, gpus: int) -> None: ...
     def _resize(self, job_id: JobId, gpus: int) -> None: ...
+    def _refused(self, job: SimJob, gpus: int | None) -> str: ...
 
 
 class ApplyDecisions:
@@ -65,6 +71,9 @@ class ApplyDecisions:
             job = active.get(p.job_id)
             if job is None or job.state is not JobState.RUNNING:
                 self._note("preempt of a job not running", str(p.job_id))
+                continue
+            if self.cfg.restart_rules and (why := self._refused(job, None)):
+                self._note(f"preempt refused by the restart rules: {why}", str(p.job_id))
                 continue
             self._requeue(job)
             self.preemptions += 1
@@ -119,6 +128,9 @@ class ApplyDecisions:
         new = self._clamp(job, gpus, "resize")
         if new is None or new == job.gpus:
             return
+        if self.cfg.restart_rules and (why := self._refused(job, new)):
+            self._note(f"resize refused by the restart rules: {why}", f"{job_id} -> {new}")
+            return
         self.cluster.give(job.alloc)
         alloc = self.cluster.place(new)
         self.cluster.take(job.alloc)
@@ -130,3 +142,25 @@ class ApplyDecisions:
         job.gpus = new
         self._start(job, alloc)
         self.resizes += 1
+
+    def _refused(self: _Engine, job: SimJob, gpus: int | None) -> str:
+        """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
+        `gpus`), or "" if it would: then the restart is logged against the hourly cap."""
+        if job.intent is None or not job.intent.elastic:
+            return "not elastic"
+        log = self._restart_log.setdefault(job.id, [])
+        while log and log[0] <= self.now - HOUR_S:
+            log.pop(0)
+        if len(log) >= self.cfg.max_restarts_per_hour:
+            return "max_restarts_per_hour"
+        if gpus is not None:
+            fresh = job.view_static is None  # the snapshot builder reads that as a new run
+            view = running_view(job.run_static(), self.now)
+            if fresh:
+                job.view_static = None
+            if restart_gain(view, gpus, now=self.now, cost_s=self.cfg.restart_delay_s).why:
+                # one note kind per rule (the reason's figures vary job by job)
+                return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
+                        else "finishes within the restart delay (or no prediction)")
+        log.append(self.now)
+        return ""

@@ -74,6 +74,10 @@ def option_value(text: str) -> Any:
               help="Call the policy only on ticks, like the daemon's poll cycle.")
 @click.option("--restart-delay", "restart_delay_s", type=click.FloatRange(min=0), default=30.0,
               show_default=True, help="Seconds without progress after a requeue or resize.")
+@click.option("--restart-rules", "max_restarts", type=click.IntRange(0, 60),
+              help="Restart running jobs only as the daemon would live: elastic jobs only, a "
+              "grow only if it saves more than the restart delay, at most N restarts per job "
+              "per hour (the daemon's [resize] max_per_hour, 2 by default there).")
 @click.option("--time-limit-factor", type=click.FloatRange(min=0, min_open=True), default=2.0,
               show_default=True, help="Estimated time limit = duration x this, ...")
 @click.option("--time-limit-round", type=click.FloatRange(min=0), default=3600.0,
@@ -98,7 +102,7 @@ def option_value(text: str) -> Any:
 def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, ...],
              nodes: int | None, gpus_per_node: int, load: float | None, window: str | None,
              seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
-             time_limit_factor: float, time_limit_round: float,
+             max_restarts: int | None, time_limit_factor: float, time_limit_round: float,
              time_limit_fixed: float | None, no_backfill: bool, bf_max_job_test: int,
              conservative: bool, placement: str, elastic_fraction: float, audit: bool,
              jobs_out: str | None, intervals_out: str | None, as_json: bool) -> None:
@@ -118,7 +122,9 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
         engine = EngineConfig(
             nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
-            restart_delay_s=restart_delay_s, backfill=not no_backfill,
+            restart_delay_s=restart_delay_s, restart_rules=max_restarts is not None,
+            max_restarts_per_hour=2 if max_restarts is None else max_restarts,
+            backfill=not no_backfill,
             bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
             elastic_fraction=elastic_fraction, audit=audit,
             time_limit=TimeLimitEstimate(factor=time_limit_factor, round_up_s=time_limit_round,

@@ -77,6 +77,17 @@ class EngineConfig:
     the previous ranks in force until the next tick."""
     restart_delay_s: float = 30.0
     """Time a job makes no progress after a requeue or a resize (checkpoint reload)."""
+    restart_rules: bool = False
+    """Apply a policy's preemptions and resizes as the daemon does live (daemon/resize.py,
+    preempt.py), not every one that fits: only jobs of elastic intent are restarted; a grow
+    must save more predicted run time than restart_delay_s (the daemon's restart_cost_s) and
+    a shrink is not made on a job predicted to finish within it (`policies/restart_gate.py`,
+    from the view the policy sees: no oracle); at most max_restarts_per_hour restarts a job in
+    any hour. Refusals are counted in notes. Not modelled: the checkpoint signal's grace period
+    (the job runs on meanwhile; the daemon then judges again)."""
+    max_restarts_per_hour: int = 2
+    """With restart_rules: the daemon's [resize] max_per_hour (resizes and preemptions
+    together; 0: never restart a running job)."""
     launch_delay_s: float = 0.0
     """Time from Slurm's start of a job to its first instruction (prolog, slurmd, step launch),
     paid at every start with the GPUs held. About 0.03 s on the test cluster."""
@@ -128,6 +139,9 @@ class EngineConfig:
         if self.nodes <= 0 or self.gpus_per_node <= 0:
             raise ValueError(f"need nodes and gpus_per_node > 0, got {self.nodes} x "
                              f"{self.gpus_per_node}")
+        if not 0 <= self.max_restarts_per_hour <= 60:
+            raise ValueError(f"max_restarts_per_hour must be 0..60, got "
+                             f"{self.max_restarts_per_hour}")
         if self.tick_s < 0 or self.restart_delay_s < 0 or self.bf_max_job_test < 0:
             raise ValueError("tick_s, restart_delay_s and bf_max_job_test must be >= 0")
         if not 0 <= self.launch_delay_s < math.inf:

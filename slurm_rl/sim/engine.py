@@ -118,6 +118,8 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self._armed: dict[int, float | None] = {_TICK: None, _MAIN: None, _BF: None}
         """Per timer kind (policy tick, main scheduler, backfill): when it is due next (None:
         not armed). An event of that kind at another time is stale and ignored."""
+        self._restart_log: dict[JobId, list[float]] = {}
+        """With restart_rules: each job's restart times within the last hour (the cap)."""
         self._in_flight: dict[int, Decision] = {}
         """Decisions made but not yet applied (decision_delay_s), by event seq."""
         self._snapshots = SnapshotBuilder(self.cluster, config.nodes, config.gpus_per_node)

@@ -1,0 +1,95 @@
+"""EngineConfig.restart_rules: the simulator restarts running jobs only as the daemon would
+live (elastic jobs only; a grow that saves more than the restart delay; no shrink of a job
+about to finish; at most max_restarts_per_hour per job). Off, every restart that fits is
+made, as before."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from sim_helpers import FakePolicy, by_id, job, run
+
+from slurm_rl.core import ClusterSnapshot, Decision, JobState, JobView, Preempt, Resize
+from slurm_rl.policies.restart_gate import Gain, restart_gain
+
+
+def running(s: ClusterSnapshot) -> dict[str, JobView]:
+    return {j.name: j for j in s.jobs if j.state is JobState.RUNNING}
+
+
+def elastic(i: str, submit: float, duration: float, gpus: int = 1, **kw: object) -> object:
+    return job(i, submit, duration, gpus, total_steps=int(duration), model="resnet50",
+               gpus_min=1, gpus_max=4, elastic=True, **kw)
+
+
+def test_a_grow_that_does_not_save_the_restart_delay_is_refused_only_with_the_rules() -> None:
+    # 60 s left at 1 GPU at t=40: 4 GPUs save < 60 s, less than a 100 s restart delay.
+    def fn(s: ClusterSnapshot) -> Decision:
+        r = running(s)
+        if s.time == 40 and "a" in r:
+            return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
+        return Decision(policy="p")
+
+    jobs = [elastic("a", 0, 100), job("tick", 40, 1)]
+    free = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=100)
+    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=100, restart_rules=True)
+    assert (free.resizes, free.jobs[0].restarts) == (1, 1)
+    assert (ruled.resizes, ruled.jobs[0].restarts) == (0, 0)
+    assert by_id(ruled)["a"] == (0, 100)  # ran on at 1 GPU
+    assert ruled.notes == {
+        "resize refused by the restart rules: the predicted gain does not beat the restart "
+        "delay": 1}
+
+
+def test_a_grow_that_pays_is_made_with_the_rules() -> None:
+    def fn(s: ClusterSnapshot) -> Decision:
+        r = running(s)
+        if s.time == 10 and "a" in r:
+            return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
+        return Decision(policy="p")
+
+    jobs = [elastic("a", 0, 10_000), job("tick", 10, 1)]
+    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30, restart_rules=True)
+    assert (ruled.resizes, ruled.jobs[0].gpus, ruled.notes) == (1, 4, {})
+
+
+def test_only_elastic_jobs_are_preempted_and_at_most_the_cap_per_hour() -> None:
+    # The policy preempts every running job whenever "b" waits; the cap lets "a" restart twice
+    # in the hour, the rigid "r" never.
+    def fn(s: ClusterSnapshot) -> Decision:
+        r = running(s)
+        if s.time in (100.0, 200.0, 300.0, 4000.0):
+            return Decision(policy="p", preemptions=tuple(
+                Preempt(job_id=v.id) for n, v in sorted(r.items()) if n in ("a", "r")))
+        return Decision(policy="p")
+
+    jobs = [elastic("a", 0, 10_000), job("r", 0, 10_000), job("t1", 100, 1),
+            job("t2", 200, 1), job("t3", 300, 1), job("t4", 4000, 1)]
+    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30, restart_rules=True,
+                max_restarts_per_hour=2)
+    a, r = (next(j for j in ruled.jobs if j.job_id == n) for n in ("a", "r"))
+    # t=100 and 200 restart "a"; t=300 is its third in the hour (refused); t=4000 is a new hour
+    assert (a.restarts, r.restarts, ruled.preemptions) == (3, 0, 3)
+    assert ruled.notes == {"preempt refused by the restart rules: not elastic": 4,
+                           "preempt refused by the restart rules: max_restarts_per_hour": 1}
+    free = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30)
+    assert free.preemptions == 8
+
+
+def test_the_gate_is_the_daemons() -> None:
+    # the same rule and messages as daemon/resize.py's judge (tests/daemon/test_resize.py)
+    from slurm_rl.core import Intent, JobId, Progress
+    j = JobView(id=JobId("1"), partition="gpu", state=JobState.RUNNING, submit_time=0.0,
+                start_time=0.0, gpus=1, intent=Intent(gpus_min=1, gpus_max=8, elastic=True),
+                progress=Progress(steps_done=1080, steps_total=1100, rate=1.0))
+    # 20 s left at 1 GPU; 2 GPUs save 8 s by the generic speed-up curve
+    assert restart_gain(j, 2, now=100.0, cost_s=30.0).why == (
+        "predicted gain 8s does not beat the restart cost 30s")
+    assert restart_gain(j, 2, now=100.0, cost_s=1.0) == Gain(
+        seconds=pytest.approx(8.0, abs=0.5))  # type: ignore[arg-type]
+    big = replace(j, gpus=4)
+    assert restart_gain(big, 1, now=100.0, cost_s=30.0).why == (
+        "finishes within the restart cost (20s left)")
+    assert restart_gain(replace(j, progress=None), 2, now=100.0, cost_s=1.0).why == (
+        "no prediction of its remaining time")
