@@ -339,6 +339,9 @@ class WholeNumber(click.ParamType):
         else:
             number = read_digits(str(value).strip())
         if number is None:
+            text = str(value).strip()
+            if text.startswith("-") and read_digits(text[1:]) is not None:  # say what it is
+                self.fail(f"{brief(text)} is not in {self.lo}..{MAX_INT}", param, ctx)
             self.fail(f"{brief(str(value))!r} is not a whole number (ASCII digits)", param, ctx)
         if not self.lo <= number <= MAX_INT:
             self.fail(f"{brief(str(value))} is not in {self.lo}..{MAX_INT}", param, ctx)

@@ -20,7 +20,7 @@ CASES = {
     "total-zero": (["5", "--total", "0"],
                    "Error: Invalid value for '--total': 0 is not in 1..9007199254740991"),
     "total-negative": (["5", "--total", "-3"],
-                       "Error: Invalid value for '--total': '-3' is not a whole number"),
+                       "Error: Invalid value for '--total': -3 is not in 1..9007199254740991"),
     "step-above-total": (["12", "--total", "10"],
                          "Error: Invalid value for 'STEPS': 12 is above --total (10)"),
     "step-not-numeric": (["twelve"],
