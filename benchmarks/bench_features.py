@@ -15,7 +15,8 @@ import time
 import numpy as np
 from bench_decide import build_snapshot
 
-from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features
+from slurm_rl.rl.action import decision_from_scores
+from slurm_rl.rl.features import FeatureConfig, features
 
 
 def main() -> None:

@@ -32,12 +32,8 @@ from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.options import build
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
-from slurm_rl.rl.features import (
-    FeatureConfig,
-    decision_from_scores,
-    pending_in_order,
-    shown_rows,
-)
+from slurm_rl.rl.action import decision_from_scores
+from slurm_rl.rl.features import FeatureConfig, pending_in_order, shown_rows
 from slurm_rl.rl.scorer import NumpyScorer
 
 NAME = "rl"

@@ -31,13 +31,13 @@ from gymnasium import spaces
 
 from slurm_rl.core import ClusterSnapshot, Decision
 from slurm_rl.gittins_table import TRAINING
+from slurm_rl.rl.action import decision_from_scores
 from slurm_rl.rl.features import (
     FEATURE_BOUND,
     N_CLUSTER_FEATURES,
     N_JOB_FEATURES,
     FeatureConfig,
     Features,
-    decision_from_scores,
     features,
 )
 from slurm_rl.sim import trace as tr

@@ -1,5 +1,6 @@
-"""What a learned policy sees and how its action becomes a Decision, shared by the training
-environment (`rl/env.py`) and the live `rl` policy, so the daemon decides exactly as in training.
+"""What a learned policy sees, shared by the training environment (`rl/env.py`) and the live `rl`
+policy, so the daemon decides exactly as in training (how its action becomes a Decision:
+`rl/action.py`).
 
 Pure numpy over a `ClusterSnapshot`: no gymnasium, no torch, no simulator. Every feature is
 something the live daemon observes through Slurm (squeue/sinfo, the job's intent and progress
@@ -20,10 +21,7 @@ Values are clipped to [-FEATURE_BOUND, FEATURE_BOUND].
 
 Which pending jobs are shown, when more than `max_jobs` wait: the oldest (submit time, then
 job id): a non-oracle rule that also keeps any job from being hidden for ever. The others
-rank after the shown ones, in that same order (`decision_from_scores`).
-
-Action: `scores` (one per slot; higher runs first) and, optionally, `gpu_choice` in [0, 1]
-per slot, mapped linearly onto the job's GPU range (range jobs only; others keep their count).
+rank after the shown ones, in that same order (`action.decision_from_scores`).
 """
 
 from __future__ import annotations
@@ -38,8 +36,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_rl import gittins_table
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, ServiceClass, id_key
-from slurm_rl.policies import ordering as _ordering  # noqa: F401 (its JobOrder check)
+from slurm_rl.core import ClusterSnapshot, JobId, JobView, ServiceClass, id_key
 from slurm_rl.policies.estimates import estimate_remaining
 
 JOB_FEATURES: tuple[str, ...] = (
@@ -97,8 +94,6 @@ GITTINS_RESTART_COST_S = 30.0
 """Seconds per restart taken off a job's attained run time for the `gittins` column (as the
 `gittins` policy does by default)."""
 _GPUS = attrgetter("gpus")
-_REASON = "rl: ranked by the learned score"
-_REASON_UNSHOWN = "rl: not shown to the network (oldest-first cut), after the shown jobs"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -407,59 +402,3 @@ def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDAr
     for c, col in zip(_RUN_COLS, zip(*cols, strict=True), strict=True):
         rows[:, c] = col  # (a column at a time: several times cheaper than the tuples)
     return _clipped(rows).astype(np.float32)
-
-
-def gpus_from_choice(rng: tuple[int, int], choice: float) -> int:
-    """The count for `choice` in [0, 1] (clipped; NaN -> the minimum), linear over the range."""
-    lo, hi = rng
-    c = 0.0 if not choice == choice else min(max(float(choice), 0.0), 1.0)  # noqa: PLR0124
-    return lo + int(c * (hi - lo) + 0.5)  # half up
-
-
-def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
-                         scores: npt.ArrayLike, gpu_choice: npt.ArrayLike | None = None, *,
-                         policy: str = "rl", pending: list[JobView] | None = None) -> Decision:
-    """Rank the shown jobs by score (highest first; ties and NaN scores in slot order, NaN
-    last), then every other pending job oldest first; give range jobs among the shown the GPU
-    count `gpu_choice` picks (None: counts unchanged). Slots beyond `shown_ids` are ignored.
-    `pending`: the snapshot's `pending_in_order`, where the caller has it."""
-    n = len(shown_ids)
-    s = np.asarray(scores, dtype=np.float64).reshape(-1)[:n]
-    if s.shape[0] < n:
-        raise ValueError(f"{s.shape[0]} scores for {n} shown jobs")
-    # by -score, then slot (a stable sort), a NaN score as -inf
-    neg = [-x if x == x else math.inf for x in s.tolist()]
-    order = sorted(range(n), key=neg.__getitem__)
-    choice = (None if gpu_choice is None
-              else np.asarray(gpu_choice, dtype=np.float64).reshape(-1)[:n])
-    by_id = {j.id: j for j in snapshot.pending} if choice is not None else {}
-    total = snapshot.gpus_total if choice is not None else 0
-    # JobOrders built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without its
-    # frozen __init__ (as `ordering.orders` does; its import checks that this still holds)
-    make, cls = object.__new__, JobOrder
-    out: list[JobOrder] = []
-    for rank, slot in enumerate(order):
-        job_id = shown_ids[slot]
-        gpus = None
-        if choice is not None:
-            job = by_id.get(job_id)
-            rng = gpu_range(job, total) if job is not None else None
-            if rng is not None:
-                gpus = gpus_from_choice(rng, float(choice[slot]))
-        o = make(cls)
-        d = o.__dict__
-        d["job_id"], d["rank"], d["gpus"], d["reason"] = job_id, rank, gpus, _REASON
-        out.append(o)
-    if pending is None:
-        pending = pending_in_order(snapshot)
-    if n <= len(pending) and all(j.id == i for j, i in zip(pending, shown_ids, strict=False)):
-        rest: Sequence[JobView] = pending[n:]  # (the shown are the first: `features`' cut)
-    else:
-        shown = set(shown_ids)
-        rest = [j for j in pending if j.id not in shown]
-    for rank, j in enumerate(rest, n):
-        o = make(cls)
-        d = o.__dict__
-        d["job_id"], d["rank"], d["gpus"], d["reason"] = j.id, rank, None, _REASON_UNSHOWN
-        out.append(o)
-    return Decision(policy=policy, order=tuple(out))

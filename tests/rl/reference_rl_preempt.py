@@ -14,7 +14,8 @@ from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies.capacity import Capacity, job_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
 from slurm_rl.policies.rl import LearnedOrder
-from slurm_rl.rl.features import decision_from_scores, features, running_rows
+from slurm_rl.rl.action import decision_from_scores
+from slurm_rl.rl.features import features, running_rows
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,15 +20,14 @@ from slurm_rl.core import (
     Progress,
     ServiceClass,
 )
+from slurm_rl.rl.action import decision_from_scores, gpus_from_choice
 from slurm_rl.rl.features import (
     CLUSTER_FEATURES,
     JOB_FEATURES,
     N_CLUSTER_FEATURES,
     N_JOB_FEATURES,
     FeatureConfig,
-    decision_from_scores,
     features,
-    gpus_from_choice,
 )
 
 COL = {name: i for i, name in enumerate(JOB_FEATURES)}

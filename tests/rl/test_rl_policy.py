@@ -22,7 +22,8 @@ from slurm_rl.core import (  # noqa: E402
 )
 from slurm_rl.policies.rl import RLPolicyError, default_checkpoint  # noqa: E402
 from slurm_rl.rl import model as rl_model  # noqa: E402
-from slurm_rl.rl.features import FeatureConfig, decision_from_scores, features  # noqa: E402
+from slurm_rl.rl.action import decision_from_scores  # noqa: E402
+from slurm_rl.rl.features import FeatureConfig, features  # noqa: E402
 
 
 def _snap() -> ClusterSnapshot:

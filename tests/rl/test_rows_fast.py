@@ -15,14 +15,8 @@ from slurm_rl.core import ClusterSnapshot, Intent, JobId, JobState, JobView, Nod
 from slurm_rl.core import NodeView as Node
 from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.rl_preempt import Memo, _one_fits
-from slurm_rl.rl.features import (
-    FeatureConfig,
-    decision_from_scores,
-    features,
-    pending_in_order,
-    running_rows,
-    shown_rows,
-)
+from slurm_rl.rl.action import decision_from_scores
+from slurm_rl.rl.features import FeatureConfig, features, pending_in_order, running_rows, shown_rows
 
 
 def _snapshot(rng: random.Random, n_pending: int, t: float, total: int = 4
