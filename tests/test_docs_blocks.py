@@ -98,6 +98,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
                            "--workers 2   # about 20 min on 2 cores"):
         How(skip="about 20 minutes (40 CPU-minutes of simulation, as above)"),
+    ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios "
+                           "docs/eval/elastic-rules.toml --workers 2   # about 10 min"):
+        How(skip="about 10 minutes (14 CPU-minutes of simulation); the rules are "
+                 "tests/sim/test_restart_rules.py"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/seeds.toml "
                            "--workers 2   # about 12 min on 2 cores"):
         How(skip="about 12 minutes (22 CPU-minutes of simulation, as above)"),

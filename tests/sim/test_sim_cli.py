@@ -70,6 +70,24 @@ def test_simulate_slurm_like_flags_change_the_schedule(tmp_path: Path) -> None:
     assert code == 2 and "--placement" in out
 
 
+def test_simulate_restart_rules_reach_the_engine() -> None:
+    """--restart-rules N: the daemon's restart rules, the cap N per job per hour; refusals
+    show in the notes, and a bad N is a usage error naming the flag."""
+    base = ["simulate", "--trace", TRACE, "--format", "itp-deadline", "--policy", "deadline",
+            "--nodes", "2", "--gpus-per-node", "4", "--window", "0:150", "--elastic-fraction",
+            "1", "--json"]
+    code, free = invoke(*base)
+    assert code == 0, free
+    code, ruled = invoke(*base, "--restart-rules", "0")
+    assert code == 0, ruled
+    f, r = json.loads(free), json.loads(ruled)
+    assert f["resizes"] + f["preemptions"] > 0
+    assert r["resizes"] + r["preemptions"] == 0  # a cap of 0: no running job is restarted
+    assert any("max_restarts_per_hour" in k for k in r["notes"])
+    code, out = invoke(*base, "--restart-rules", "61")
+    assert code == 2 and "--restart-rules" in out
+
+
 def test_simulate_human_summary() -> None:
     code, out = invoke("simulate", "--trace", TRACE, "--format", "itp-deadline", "--policy",
                        "edf", "--load", "0.8", "--window", "0:30")
