@@ -30,6 +30,7 @@ from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView, Preempt
 from slurm_rl.daemon.actuator import SAFE_ID
 from slurm_rl.daemon.restart import Sequencer, recent_restarts
 from slurm_rl.db.kinds import ActionKind
+from slurm_rl.policies.restart_gate import HOUR_S
 
 NOT_OPTED_IN = "not applied: job did not opt in to restarts (--rl-elastic)"
 
@@ -126,7 +127,7 @@ class Preempter:
             self.in_flight.clear()
             return PreemptReport(skipped=tuple(
                 (j, "preemption is off ([resize] preempt = false)") for j in sorted(wanted)))
-        recent = recent_restarts(session, [*wanted, *self.in_flight], since=now - 3600.0)
+        recent = recent_restarts(session, [*wanted, *self.in_flight], since=now - HOUR_S)
         skipped: list[tuple[JobId, str]] = []
         due: list[JobId] = []
         for job_id, since in list(self.in_flight.items()):

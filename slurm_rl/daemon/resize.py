@@ -45,7 +45,7 @@ from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
 from slurm_rl.daemon.restart import release_lines as _release_lines
 from slurm_rl.daemon.sizing import sized_cpus_per_gpu
 from slurm_rl.db.kinds import ActionKind
-from slurm_rl.policies.restart_gate import restart_gain
+from slurm_rl.policies.restart_gate import HOUR_S, restart_gain
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,7 +176,7 @@ class Resizer(Sequencer):
             self.recover_due = False
             resized += self.recover(session, snapshot, cycle_id)
         free = _free_by_partition(snapshot)  # taken by each grow carried out this cycle
-        recent = recent_restarts(session, list(wanted), since=now - 3600.0)
+        recent = recent_restarts(session, list(wanted), since=now - HOUR_S)
         sized = sized_cpus_per_gpu(session, list(wanted))  # their CPUs follow their GPUs
         # Resizes under way: dropped if the policy changed its mind or the job moved on.
         for job_id, fl in list(self.in_flight.items()):
