@@ -64,7 +64,7 @@ def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
 def plots(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
     """jct_cdf.png and utilization.png (each trace at its highest load, first seed; utilisation
     averaged over 1/300 of the run) and deadline_vs_load.png (traces with deadlines, means
-    over seeds). One colour per policy throughout."""
+    over seeds, bars from the lowest to the highest seed). One colour per policy throughout."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -118,8 +118,13 @@ def plots(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
                     if r["trace"] == trace and r["policy"] == p and hit is not None:
                         pts[round(r["offered_load"], 3)].append(hit)
                 xs = sorted(pts)
-                ax.plot(xs, [statistics.fmean(pts[x]) for x in xs], marker="o", label=p,
-                        color=color[p])
+                mean = [statistics.fmean(pts[x]) for x in xs]
+                ax.plot(xs, mean, marker="o", label=p, color=color[p])
+                if any(len(pts[x]) > 1 for x in xs):  # the spread over seeds: min to max
+                    low = [m - min(pts[x]) for m, x in zip(mean, xs, strict=True)]
+                    high = [max(pts[x]) - m for m, x in zip(mean, xs, strict=True)]
+                    ax.errorbar(xs, mean, yerr=[low, high], fmt="none", ecolor=color[p],
+                                capsize=3, lw=1)
             ax.set_xlabel("offered load")
             ax.set_ylabel("deadline hit rate")
             ax.set_ylim(0, 1.02)
