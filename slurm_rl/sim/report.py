@@ -121,8 +121,8 @@ def plots(results: Sequence[dict[str, Any]], out: Path) -> list[Path]:
                 mean = [statistics.fmean(pts[x]) for x in xs]
                 ax.plot(xs, mean, marker="o", label=p, color=color[p])
                 if any(len(pts[x]) > 1 for x in xs):  # the spread over seeds: min to max
-                    low = [m - min(pts[x]) for m, x in zip(mean, xs, strict=True)]
-                    high = [max(pts[x]) - m for m, x in zip(mean, xs, strict=True)]
+                    low = [max(0.0, m - min(pts[x])) for m, x in zip(mean, xs, strict=True)]
+                    high = [max(0.0, max(pts[x]) - m) for m, x in zip(mean, xs, strict=True)]
                     ax.errorbar(xs, mean, yerr=[low, high], fmt="none", ecolor=color[p],
                                 capsize=3, lw=1)
             ax.set_xlabel("offered load")
