@@ -117,6 +117,9 @@ class TrainConfig:
     scenarios: int = helped("Distinct random training scenarios (env.training_scenarios).", 64)
     hidden: int = helped("Hidden width of the Q-network.", 64)
     learning_rate: float = helped("Adam step size.", 3e-4)
+    lr_end: float = helped(
+        "Adam step size at the last episode, as a share of `learning_rate` (linear decay over "
+        "the episodes; 1: constant).", 1.0)
     gamma: float = helped("Discount per layer decision.", 0.97)
     buffer: int = helped("Replay buffer transitions.", 30_000)
     batch: int = helped("Minibatch transitions.", 64)
@@ -154,6 +157,8 @@ class TrainConfig:
             raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
         if not BASE_FEATURES <= self.features <= N_FEATURES:
             raise ValueError(f"features: {self.features}, not {BASE_FEATURES}..{N_FEATURES}")
+        if not 0.0 < self.lr_end <= 1.0:
+            raise ValueError(f"lr_end: {self.lr_end}, not in (0, 1]")
         if not self.load_max > 0.2:
             raise ValueError(f"load_max: {self.load_max}, not above 0.2")
 
@@ -305,6 +310,10 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
                   * ep / max(1.0, cfg.eps_fraction * cfg.episodes))
         demo_w = 1.0 - (1.0 - cfg.demo_weight_end) * min(
             1.0, ep / max(1.0, cfg.demo_decay * cfg.episodes))
+        if cfg.lr_end != 1.0:
+            for g in opt.param_groups:
+                g["lr"] = cfg.learning_rate * (
+                    1.0 - (1.0 - cfg.lr_end) * ep / max(1, cfg.episodes - 1))
         sched = QScheduler(net)
         ret = _episode(env, cfg.seed * 1_000_003 + ep, functools.partial(act, eps=eps),
                        replay, cfg.matching, after_step, cfg.task_horizon)

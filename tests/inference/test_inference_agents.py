@@ -132,3 +132,22 @@ def test_stream_features_are_read_only_by_a_network_that_asks_for_them() -> None
         dqn.TrainConfig(features=N_FEATURES + 1)
     with pytest.raises(ValueError, match="load_max"):
         dqn.TrainConfig(load_max=0.2)
+
+
+def test_learning_rate_decays_linearly_to_lr_end(monkeypatch: pytest.MonkeyPatch) -> None:
+    made: list[torch.optim.Optimizer] = []
+    real = torch.optim.Adam
+
+    def adam(*args: object, **kwargs: object) -> torch.optim.Optimizer:
+        made.append(real(*args, **kwargs))  # type: ignore[arg-type]
+        return made[-1]
+
+    monkeypatch.setattr(dqn.torch.optim, "Adam", adam)
+    cfg = dqn.TrainConfig(episodes=3, scenarios=2, learning_starts=50, train_every=8,
+                          target_every=100, validate_every=1, buffer=2000, hidden=8,
+                          demo_episodes=0, learning_rate=0.01, lr_end=0.5)
+    dqn.train(cfg, SMALL[1:], log=lambda s: None)
+    assert made[-1].param_groups[0]["lr"] == pytest.approx(0.005)  # at the last episode
+    assert dqn.TrainConfig().lr_end == 1.0  # the default: constant, as before
+    with pytest.raises(ValueError, match="lr_end"):
+        dqn.TrainConfig(lr_end=0.0)
