@@ -134,6 +134,10 @@ BLOCKS: dict[tuple[str, str], How] = {
                           '--param demo_episodes=16"'):
         How(skip="six training runs and a 45-cell sweep, an hour of CPU (test_inference_cli.py "
                  "checks the demonstrator setting's errors)"),
+    ("docs/inference.md", 'N="--param demo_episodes=0 --param eps_start=1.0 '
+                          '--param learning_rate=0.001"'):
+        How(skip="six training runs and two 45-cell sweeps, 30 minutes of CPU "
+                 "(tests/inference/test_inference_candidates.py checks the candidates option)"),
     ("docs/policies.md", "for c in 09 10 02 04; do for load in 0.8 1.0; do"):
         How(shorten="one trace, one load, 100 jobs (the full loop takes many minutes)",
             replace=(("for c in 09 10 02 04", "for c in 10"), ("0.8 1.0", "0.8"),

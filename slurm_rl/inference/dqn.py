@@ -36,7 +36,12 @@ import torch
 from torch import nn
 
 from slurm_rl.inference.env import InferenceEnv, Obs, Scenario
-from slurm_rl.inference.features import BASE_FEATURES, N_FEATURES, device_features
+from slurm_rl.inference.features import (
+    BASE_FEATURES,
+    N_FEATURES,
+    candidate_mask,
+    device_features,
+)
 from slurm_rl.inference.schedulers import metrics, run_episode
 from slurm_rl.inference.sim import InferenceSim
 from slurm_rl.params import describe, helped
@@ -47,6 +52,9 @@ class QConfig:
     features: int = BASE_FEATURES
     """How many of the feature columns (features.py) the network reads, from the first."""
     hidden: int = 64
+    candidates: int = 0
+    """Action set per layer (features.candidate_mask): the k earliest-finish feasible devices
+    plus the input's; 0: every feasible device (checkpoints without the field)."""
 
 
 class QNet(nn.Module):
@@ -89,6 +97,7 @@ class QScheduler:
     def __init__(self, net: QNet, name: str = "drm-dql") -> None:
         self.name = name
         self.features = net.cfg.features
+        self.candidates = net.cfg.candidates
         sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
         self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
                   for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
@@ -105,7 +114,8 @@ class QScheduler:
         return q
 
     def choose(self, sim: InferenceSim) -> int:
-        f, ok = device_features(sim)
+        f, _ = device_features(sim)
+        ok = candidate_mask(sim, self.candidates)
         return int(np.argmax(np.where(ok, self.q_values(f, ok), -np.inf)))
 
 
@@ -151,6 +161,10 @@ class TrainConfig:
     features: int = helped(
         f"Feature columns the network reads ({BASE_FEATURES}: the device's own; "
         f"{N_FEATURES}: also the arrival stream's, features.py).", BASE_FEATURES)
+    candidates: int = helped(
+        "Action set per layer: the k feasible devices with the earliest estimated finish "
+        "(HEFT's ranking) plus the one(s) holding the layer's input, for acting, learning and "
+        "placing (stored in the checkpoint); 0: every feasible device.", 0)
 
     def __post_init__(self) -> None:
         if self.demonstrator not in ("heft", "best"):
@@ -159,6 +173,8 @@ class TrainConfig:
             raise ValueError(f"features: {self.features}, not {BASE_FEATURES}..{N_FEATURES}")
         if not 0.0 < self.lr_end <= 1.0:
             raise ValueError(f"lr_end: {self.lr_end}, not in (0, 1]")
+        if self.candidates < 0:
+            raise ValueError(f"candidates: {self.candidates}, not >= 0")
         if not self.load_max > 0.2:
             raise ValueError(f"load_max: {self.load_max}, not above 0.2")
 
@@ -223,7 +239,7 @@ def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int],
         a = choose(obs)
         nobs, r, done, _, info = env.step(a)
         ret += r
-        held[info["step"]] = (obs, a, nobs, done)
+        held[info["step"]] = (obs, info["action"], nobs, done)
         for task_steps, shares in info["released"]:
             for s, rr in zip(task_steps, task_rewards(shares, matching), strict=True):
                 o, a_, no, d = held.pop(s)
@@ -246,9 +262,10 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
 
     env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed,
                                           single_model=cfg.single_model,
-                                          load_max=cfg.load_max))
-    net = QNet(QConfig(hidden=cfg.hidden, features=cfg.features))
-    target = QNet(QConfig(hidden=cfg.hidden, features=cfg.features))
+                                          load_max=cfg.load_max),
+                       candidates=cfg.candidates)
+    qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates)
+    net, target = QNet(qcfg), QNet(qcfg)
     target.load_state_dict(net.state_dict())
     opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
     replay = _Replay(cfg.buffer, env.max_devices, N_FEATURES)

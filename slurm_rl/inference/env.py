@@ -12,7 +12,10 @@ sum of slowdowns), minus `drop_penalty` per task refused for lack of memory.
 `info["released"]` carries each finished task's decision indices and matched shares (sim.py)
 so a learner can credit every layer decision — that is DRM-DQL's matching (dqn.py);
 `info["step"]` is the index of the decision just taken. An action naming a masked or missing
-device is replaced by the earliest-finish feasible device (`info["invalid_action"]`).
+device is replaced by the earliest-finish feasible device (`info["invalid_action"]`; the device
+used is `info["action"]`).
+`candidates=k` (k > 0) cuts the mask to the layer's candidate set (features.candidate_mask:
+the k earliest-finish feasible devices plus the ones holding its inputs); 0 keeps them all.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from slurm_rl.inference import cluster as cl
-from slurm_rl.inference.features import N_FEATURES, device_features
+from slurm_rl.inference.features import N_FEATURES, candidate_mask, device_features
 from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.sim import InferenceSim, StreamConfig, TaskRecord
 
@@ -75,10 +78,11 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, scenarios: Sequence[Scenario] | None = None, *, max_devices: int = 16,
-                 drop_penalty: float = 10.0) -> None:
+                 drop_penalty: float = 10.0, candidates: int = 0) -> None:
         self.scenarios = tuple(scenarios) if scenarios else training_scenarios()
         self.max_devices = max_devices
         self.drop_penalty = drop_penalty
+        self.candidates = candidates
         self.observation_space = spaces.Dict({  # type: ignore[assignment]
             "devices": spaces.Box(-10.0, 20.0, (max_devices, N_FEATURES), np.float32),
             "mask": spaces.MultiBinary(max_devices)})
@@ -127,7 +131,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
             raise RuntimeError("step() after the episode ended or before reset()")
         step = sim.step_count
         a = int(action)
-        ok = sim.options()[3]
+        ok = candidate_mask(sim, self.candidates)
         invalid = not (0 <= a < len(ok) and ok[a])
         if invalid:  # a masked device: the earliest-finish feasible one instead, and say so
             a = int(np.argmin(np.where(ok, sim.options()[2], np.inf)))
@@ -137,6 +141,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         reward -= self.drop_penalty * self._dropped
         info = self._info(step)
         info["invalid_action"] = invalid
+        info["action"] = a
         return self._observe(), float(reward), sim.done, False, info
 
     def _observe(self) -> Obs:
@@ -145,7 +150,8 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         mask = np.zeros(m, np.int8)
         sim = self.sim
         if sim is not None and not sim.done:
-            f, ok = device_features(sim)
+            f, _ = device_features(sim)
+            ok = candidate_mask(sim, self.candidates)
             feats[: len(f)] = f
             mask[: len(ok)] = ok
         return {"devices": feats, "mask": mask}

@@ -7,9 +7,15 @@ Columns 0-12 are what the shipped checkpoints read (`BASE_FEATURES`); 13-14 look
 arrival stream, which HEFT does not: the mean gap between arrivals over the task's reference
 time, and how many tasks are expected to arrive before this layer would finish on the device
 (the stream's rate is the simulator's; a deployment would measure it from recent arrivals).
-A network reads the first `QConfig.features` columns."""
+A network reads the first `QConfig.features` columns.
+
+`candidate_mask` (fifth round, docs/inference.md): the action set cut to the `k` feasible
+devices with the earliest estimated finish for the layer (HEFT's own ranking) plus the feasible
+device(s) holding its inputs; k = 0 keeps every feasible device."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -55,3 +61,31 @@ def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
     f[:, 8] = 1.0 - i / len(t.profile.layers)
     f[:, 10] = rel_speed
     return f.astype(np.float32), feasible
+
+
+def candidates(finish: npt.NDArray[np.float64], feasible: npt.NDArray[np.bool_],
+               holders: Sequence[int], k: int) -> npt.NDArray[np.bool_]:
+    """The candidate mask: the `k` feasible devices with the earliest `finish` (ties: the lower
+    index, as HEFT's argmin) plus every feasible device in `holders`; k <= 0: `feasible`."""
+    feasible = np.asarray(feasible, dtype=bool)
+    if k <= 0:
+        return feasible
+    order = np.argsort(np.where(feasible, finish, np.inf), kind="stable")
+    keep = np.zeros_like(feasible)
+    top = order[: min(k, int(feasible.sum()))]
+    keep[top] = True
+    for d in holders:
+        if 0 <= d < len(keep):
+            keep[d] = True
+    return keep & feasible
+
+
+def candidate_mask(sim: InferenceSim, k: int) -> npt.NDArray[np.bool_]:
+    """`candidates` for the simulator's current layer: earliest estimated finish as HEFT sees it
+    (`sim.options()`), holders the devices its inputs are on (the model's input: the source)."""
+    _, _, finish, feasible = sim.options()
+    if k <= 0:
+        return feasible
+    lay = sim.task.t.profile.layers[sim.layer]
+    holders = [sim.cluster.source if j < 0 else sim.task.devices[j] for j in lay.inputs]
+    return candidates(finish, feasible, holders, k)
