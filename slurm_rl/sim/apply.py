@@ -55,6 +55,7 @@ class _Engine(Protocol):
     def _set_gpus(self, job: SimJob, gpus: int) -> None: ...
     def _resize(self, job_id: JobId, gpus: int) -> None: ...
     def _refused(self, job: SimJob, gpus: int | None) -> str: ...
+    def _restarted(self, job: SimJob) -> None: ...
 
 
 class ApplyDecisions:
@@ -76,6 +77,7 @@ class ApplyDecisions:
                 self._note(f"preempt refused by the restart rules: {why}", str(p.job_id))
                 continue
             self._requeue(job)
+            self._restarted(job)
             self.preemptions += 1
         for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
             self._resize(r.job_id, r.gpus)
@@ -138,6 +140,7 @@ class ApplyDecisions:
             self._note("resize does not fit", f"{job_id}: {job.gpus} -> {new}")
             return
         self._requeue(job)
+        self._restarted(job)
         del self._pending[job]
         job.gpus = new
         self._start(job, alloc)
@@ -145,7 +148,7 @@ class ApplyDecisions:
 
     def _refused(self: _Engine, job: SimJob, gpus: int | None) -> str:
         """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
-        `gpus`), or "" if it would: then the restart is logged against the hourly cap."""
+        `gpus`), or "" if it would."""
         if job.intent is None or not job.intent.elastic:
             return "not elastic"
         log = self._restart_log.setdefault(job.id, [])
@@ -162,5 +165,10 @@ class ApplyDecisions:
                 # one note kind per rule (the reason's figures vary job by job)
                 return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
                         else "finishes within the restart delay (or no prediction)")
-        log.append(self.now)
         return ""
+
+    def _restarted(self: _Engine, job: SimJob) -> None:
+        """A restart made: counted against the hourly cap (only one that happened counts: a
+        resize that passed the rules may still not fit)."""
+        if self.cfg.restart_rules:
+            self._restart_log.setdefault(job.id, []).append(self.now)

@@ -93,3 +93,20 @@ def test_the_gate_is_the_daemons() -> None:
         "finishes within the restart cost (20s left)")
     assert restart_gain(replace(j, progress=None), 2, now=100.0, cost_s=1.0).why == (
         "no prediction of its remaining time")
+
+
+def test_a_resize_that_does_not_fit_does_not_count_against_the_cap() -> None:
+    # cap 1: at t=10 the grow to 4 does not fit ("b" holds 3 GPUs); at t=200, after "b" ended,
+    # it fits and is made (before the fix the refused try had used up the hour's restart).
+    def fn(s: ClusterSnapshot) -> Decision:
+        r = running(s)
+        if s.time in (10.0, 200.0) and "a" in r:
+            return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
+        return Decision(policy="p")
+
+    jobs = [elastic("a", 0, 10_000), job("b", 0, 100, 3), job("t1", 10, 1),
+            job("t2", 200, 1)]
+    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30, restart_rules=True,
+                max_restarts_per_hour=1)
+    assert (ruled.resizes, ruled.jobs[0].gpus) == (1, 4)
+    assert ruled.notes == {"resize does not fit": 1}
