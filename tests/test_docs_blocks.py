@@ -138,6 +138,9 @@ BLOCKS: dict[tuple[str, str], How] = {
                           '--param learning_rate=0.001"'):
         How(skip="six training runs and two 45-cell sweeps, 30 minutes of CPU "
                  "(tests/inference/test_inference_candidates.py checks the candidates option)"),
+    ("docs/inference.md", "export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"):
+        How(skip="four training runs and four 45-cell proxy sweeps, 25 minutes of CPU "
+                 "(tests/benchmarks/test_inference_round6.py checks the script's pure parts)"),
     ("docs/policies.md", "for c in 09 10 02 04; do for load in 0.8 1.0; do"):
         How(shorten="one trace, one load, 100 jobs (the full loop takes many minutes)",
             replace=(("for c in 09 10 02 04", "for c in 10"), ("0.8 1.0", "0.8"),

@@ -8,6 +8,10 @@ from typing import Any
 
 import numpy as np
 
+RATIO_TICKS = (0.5, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0,
+               100.0)
+"""Where the sweep plot labels its log-scaled ratio axis."""
+
 
 def cell_means(rows: list[dict[str, Any]], field: str = "mean_ms"
                ) -> dict[tuple[float, str, str], dict[str, float]]:
@@ -120,8 +124,10 @@ def plot_sweep(rows: list[dict[str, Any]], path: Path, held_out: tuple[str, ...]
             ax.plot(gbps, ys, marker="o", label=s)
         ax.set_xscale("log")
         ax.set_yscale("log")
-        ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        ax.yaxis.set_major_locator(matplotlib.ticker.FixedLocator(RATIO_TICKS))
+        ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
         ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+        ax.grid(True, axis="y", alpha=0.3)
         ax.set_xlabel("bandwidth (Gbit/s)")
         ax.set_title(label)
     axes[0].set_ylabel("mean latency / HEFT's (geo-mean)")
