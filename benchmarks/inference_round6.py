@@ -140,6 +140,8 @@ def score(d: Path, vanilla: Path, loads: list[float], deltas: list[float], ks: l
     vnet, _ = dqn.load(vanilla)
     drm, van = dqn.QScheduler(net), dqn.QScheduler(vnet, "vanilla-dql")
     scheds: dict[str, Scheduler] = {"heft": EarliestFinish()}
+    if 0.0 not in deltas:  # the plain greedy pair: what the ensembles are compared with
+        deltas = [0.0, *deltas]
     for delta in deltas:
         scheds[f"drm d={delta}"] = Guarded(drm, delta, "drm")
         scheds[f"vanilla d={delta}"] = Guarded(van, delta, "vanilla")
