@@ -23,17 +23,22 @@ def elastic(i: str, submit: float, duration: float, gpus: int = 1, **kw: object)
                gpus_min=1, gpus_max=4, elastic=True, **kw)
 
 
-def test_a_grow_that_does_not_save_the_restart_delay_is_refused_only_with_the_rules() -> None:
-    # 60 s left at 1 GPU at t=40: 4 GPUs save < 60 s, less than a 100 s restart delay.
+def grow_a_at(*times: float) -> FakePolicy:
+    """A fake policy: at each of `times`, grow running job "a" to 4 GPUs."""
     def fn(s: ClusterSnapshot) -> Decision:
         r = running(s)
-        if s.time == 40 and "a" in r:
+        if s.time in times and "a" in r:
             return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
         return Decision(policy="p")
 
+    return FakePolicy(fn)
+
+
+def test_a_grow_that_does_not_save_the_restart_delay_is_refused_only_with_the_rules() -> None:
+    # 60 s left at 1 GPU at t=40: 4 GPUs save < 60 s, less than a 100 s restart delay.
     jobs = [elastic("a", 0, 100), job("tick", 40, 1)]
-    free = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=100)
-    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=100, restart_rules=True)
+    free = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100)
+    ruled = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100, restart_rules=True)
     assert (free.resizes, free.jobs[0].restarts) == (1, 1)
     assert (ruled.resizes, ruled.jobs[0].restarts) == (0, 0)
     assert by_id(ruled)["a"] == (0, 100)  # ran on at 1 GPU
@@ -43,14 +48,8 @@ def test_a_grow_that_does_not_save_the_restart_delay_is_refused_only_with_the_ru
 
 
 def test_a_grow_that_pays_is_made_with_the_rules() -> None:
-    def fn(s: ClusterSnapshot) -> Decision:
-        r = running(s)
-        if s.time == 10 and "a" in r:
-            return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
-        return Decision(policy="p")
-
     jobs = [elastic("a", 0, 10_000), job("tick", 10, 1)]
-    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30, restart_rules=True)
+    ruled = run(jobs, grow_a_at(10), gpus_per_node=4, restart_delay_s=30, restart_rules=True)
     assert (ruled.resizes, ruled.jobs[0].gpus, ruled.notes) == (1, 4, {})
 
 
@@ -98,15 +97,9 @@ def test_the_gate_is_the_daemons() -> None:
 def test_a_resize_that_does_not_fit_does_not_count_against_the_cap() -> None:
     # cap 1: at t=10 the grow to 4 does not fit ("b" holds 3 GPUs); at t=200, after "b" ended,
     # it fits and is made (before the fix the refused try had used up the hour's restart).
-    def fn(s: ClusterSnapshot) -> Decision:
-        r = running(s)
-        if s.time in (10.0, 200.0) and "a" in r:
-            return Decision(policy="p", resizes=(Resize(job_id=r["a"].id, gpus=4),))
-        return Decision(policy="p")
-
     jobs = [elastic("a", 0, 10_000), job("b", 0, 100, 3), job("t1", 10, 1),
             job("t2", 200, 1)]
-    ruled = run(jobs, FakePolicy(fn), gpus_per_node=4, restart_delay_s=30, restart_rules=True,
-                max_restarts_per_hour=1)
+    ruled = run(jobs, grow_a_at(10, 200), gpus_per_node=4, restart_delay_s=30,
+                restart_rules=True, max_restarts_per_hour=1)
     assert (ruled.resizes, ruled.jobs[0].gpus) == (1, 4)
     assert ruled.notes == {"resize does not fit": 1}
