@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from slurm_rl.core import ClusterSnapshot, JobId, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
 
 
 @runtime_checkable
@@ -37,21 +37,47 @@ class Resizing(Protocol):
     def may_resize(self, job: JobView) -> bool: ...
 
 
+class CycleState:
+    """Scratch space for one decision point, as the Kubernetes scheduler framework's
+    CycleState: the simulator makes one for each point at which it asks a `Gated` policy,
+    passes it to that policy's `futile` and then, if the call is not skipped, to its `decide`
+    on the same snapshot, and drops it afterwards. What `futile` worked out reaches `decide`
+    through it, explicitly, instead of through a cell inside the policy. A policy writes under
+    its own key; a value is never seen by another decision point."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self) -> None:
+        self._data: dict[str, object] = {}
+
+    def write(self, key: str, value: object) -> None:
+        self._data[key] = value
+
+    def read(self, key: str) -> object | None:
+        """What was written under `key` at this point (None: nothing)."""
+        return self._data.get(key)
+
+
 @runtime_checkable
 class Gated(Protocol):
     """Can tell cheaply that a call would change nothing, so the simulator may skip it.
 
-    `futile(snapshot)`: True where the policy chooses not to act at this instant: where
+    `futile(snapshot, cycle)`: True where the policy chooses not to act at this instant: where
     `decide(snapshot)` could start and resize nothing that the scheduling pass would not start
     anyway (no pending job fits the free GPUs) and the policy would requeue nothing at such an
     instant (rl's gate: only an arriving job may trigger a requeue then; its full `decide`
     might requeue for an older job, docs/rl.md). The simulator asks it, and on True skips the
     call as it skips its own futile ones (the ranks of the last decision stay in force), only
     where its skip rule is exact (`skip_futile`, deciding at events, no decision delay); it
-    asks it instead of `decide`, so a `Stateful` policy may update its state in it. `decide`
-    itself always answers in full: the daemon, which asks at every cycle, never skips."""
+    asks it instead of `decide`, so a `Stateful` policy may update its state in it. On False
+    the simulator calls `decide(snapshot, cycle)` with the same `CycleState`, which may carry
+    what `futile` already worked out. `decide` without a cycle (the daemon, which asks at
+    every cycle and never skips) answers in full."""
 
-    def futile(self, snapshot: ClusterSnapshot) -> bool: ...
+    def futile(self, snapshot: ClusterSnapshot, cycle: CycleState) -> bool: ...
+
+    def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
+        ...
 
 
 @runtime_checkable
@@ -97,3 +123,14 @@ class OracleReading(Protocol):
     anywhere but the simulator), the policy knows no true duration and says so."""
 
     def bind_oracle(self, oracle: Oracle | None) -> None: ...
+
+
+@runtime_checkable
+class Declining(Protocol):
+    """Declines deadline jobs at admission (`elasticflow`) and counts them; the simulator's
+    summary reports the count."""
+
+    @property
+    def declined_jobs(self) -> int:
+        """Jobs declined at admission since the last `reset`."""
+        ...

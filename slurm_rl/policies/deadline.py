@@ -69,6 +69,7 @@ from slurm_rl.core import (
     id_key,
 )
 from slurm_rl.policies import urgency
+from slurm_rl.policies.capabilities import CycleState
 from slurm_rl.policies.capacity import Capacity, may_place
 from slurm_rl.policies.deadline_jobs import Fate, Job, Share, make_job, resizable
 from slurm_rl.policies.deadline_plan import Round
@@ -118,7 +119,7 @@ class DeadlinePolicy:
         """Preempting (capabilities.py): the jobs it may resize, when `suspend` is on."""
         return self.suspend and resizable(job)
 
-    def futile(self, snapshot: ClusterSnapshot) -> bool:
+    def futile(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> bool:
         """Gated (capabilities.py): True where the Decision could change nothing: no running
         job it may resize or suspend, and either no pending job fits the free GPUs (nothing
         starts whatever the order says) or one job without a GPU range is all that is pending.
@@ -132,7 +133,7 @@ class DeadlinePolicy:
             return True  # (one job and no count to give: its rank alone changes nothing)
         return not may_place(pending, Capacity.of(snapshot))
 
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+    def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
         now = snapshot.time
         fc = snapshot.free_counts
         if fc is not None:  # every usable node has len(fc) - 1 GPUs (core.ClusterSnapshot)

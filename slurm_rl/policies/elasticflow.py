@@ -31,15 +31,18 @@ tests/policies/test_elasticflow_gate.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
+from slurm_rl.policies.capabilities import CycleState
 from slurm_rl.policies.capacity import may_start
 from slurm_rl.policies.elasticflow_jobs import Sticky, deadline_of, resizable
 from slurm_rl.policies.elasticflow_round import Round
 from slurm_rl.policies.options import build
 
 NAME = "elasticflow"
+_CYCLE_KEY = NAME
+"""Where `futile` leaves its round for `decide` (capabilities.CycleState)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,9 +52,6 @@ class ElasticFlow:
     """Restart time a resize costs a running job (checkpoint, requeue, reload): planned as lost
     work, and a leftover step must save more than it."""
     _sticky: Sticky = field(default_factory=Sticky, init=False, repr=False, compare=False)
-    _ready: list[tuple[ClusterSnapshot, Round, list[JobView] | None]] = field(
-        default_factory=list, init=False, repr=False, compare=False)
-    """The round `futile` began for `decide` on the same snapshot (at most one)."""
 
     def __post_init__(self) -> None:
         if self.resize_cost_s < 0:
@@ -70,31 +70,30 @@ class ElasticFlow:
     def reset(self) -> None:
         """Stateful (capabilities.py): forget admissions (a new run)."""
         self._sticky.clear()
-        self._ready.clear()
 
     @property
     def declined_jobs(self) -> int:
         """Jobs declined at admission since the last reset (metrics.Declining)."""
         return self._sticky.declined_total
 
-    def futile(self, snapshot: ClusterSnapshot) -> bool:
+    def futile(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> bool:
         """Gated (capabilities.py), asked by the simulator instead of `decide` at each point
         where it may skip a call. Admission is judged when a job arrives, as the original does:
         here too (the verdicts are the state `decide` would leave). True where the Decision
-        could change nothing (`_may_act`); else `decide` on the same snapshot goes on
-        with this round."""
+        could change nothing (`_may_act`); else the round and its admissions go to `decide`
+        on the same snapshot through `cycle`."""
         r = Round(snapshot, self.resize_cost_s, self._sticky)
         adm = r.plan() if _needs_plan(r) else None
         if _may_act(r):
-            self._ready[:] = [(snapshot, r, adm)]
+            if cycle is not None:
+                cycle.write(_CYCLE_KEY, (r, adm))
             return False
-        self._ready.clear()
         return True
 
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
-        ready = self._ready.pop() if self._ready else None
-        if ready is not None and ready[0] is snapshot:
-            r, adm = ready[1], ready[2]
+    def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
+        ready = None if cycle is None else cycle.read(_CYCLE_KEY)
+        if ready is not None:
+            r, adm = cast(tuple[Round, Any], ready)
         else:
             r, adm = Round(snapshot, self.resize_cost_s, self._sticky), None
         if adm is None:

@@ -41,6 +41,7 @@ import numpy as np
 import numpy.typing as npt
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, id_key
+from slurm_rl.policies.capabilities import CycleState
 from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
 from slurm_rl.policies.rl import LearnedOrder
@@ -243,7 +244,7 @@ class RLPreempting(LearnedOrder):
 
     # -- deciding ----------------------------------------------------------------------------
 
-    def futile(self, snapshot: ClusterSnapshot) -> bool:
+    def futile(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> bool:
         """Gated (capabilities.py): nothing fits and no job arrived, or the only job that may
         start fits, or nothing fits and no arriving job would requeue anything on its own."""
         now = snapshot.time
@@ -261,7 +262,7 @@ class RLPreempting(LearnedOrder):
         return not self._arrival_may_preempt(snapshot, arrivals, older, len(pending),
                                              sum(j.gpus for j in pending))
 
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+    def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
         """The learned order of the whole queue and the requeues that let its jobs start."""
         return self._plan(snapshot)
 

@@ -45,6 +45,7 @@ from typing import overload
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, Policy
 from slurm_rl.policies.capabilities import (
+    CycleState,
     Gated,
     Observing,
     OracleReading,
@@ -76,6 +77,9 @@ class DecisionPoint:
 
     time: float
     snapshot: ClusterSnapshot
+    cycle: CycleState | None = None
+    """For a `Gated` policy: the scratch space its `futile` was given at this point, for its
+    `decide` (`Simulator.decide`)."""
 
 
 class Simulator(ApplyDecisions, JobLifecycle, Timers):
@@ -192,9 +196,13 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
             changed, applied, main, bf, decide = self._advance(t)
             if decide:
                 snap = self.snapshot()  # (a Gated policy's futile call is skipped too)
-                if self._gated is None or not self._gated.futile(snap):
+                gated, cycle, futile = self._gated, None, False
+                if gated is not None:
+                    cycle = CycleState()
+                    futile = gated.futile(snap, cycle)
+                if not futile:
                     self._instant = (changed, applied, main, bf)
-                    return DecisionPoint(time=t, snapshot=snap)
+                    return DecisionPoint(time=t, snapshot=snap, cycle=cycle)
             self._end_instant(changed, applied, main, bf, False)
 
     def apply(self, decision: Decision) -> None:
@@ -216,12 +224,19 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
     def run(self, until: float | None = None) -> SimResult | None:
         """Step to the end (or to `until`: instants before it), the engine's policy deciding
         at every decision point; the result when the trace is done, else None."""
-        policy = self.policy
-        step, apply = self.step, self.apply
+        step, apply, decide = self.step, self.apply, self.decide
         limit = math.inf if until is None else until
         while (point := step(limit)) is not None:
-            apply(policy.decide(point.snapshot))
+            apply(decide(point))
         return self.result() if self._done else None
+
+    def decide(self, point: DecisionPoint) -> Decision:
+        """The engine's policy's Decision at a point `step` returned (a `Gated` policy gets the
+        point's `CycleState`, the one its `futile` saw)."""
+        gated = self._gated
+        if gated is not None and point.cycle is not None:
+            return gated.decide(point.snapshot, point.cycle)
+        return self.policy.decide(point.snapshot)
 
     def result(self) -> SimResult:
         """The finished run's result (a SimulationError before the trace is done)."""

@@ -6,8 +6,9 @@ import csv
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
+from slurm_rl.policies.capabilities import Declining
 from slurm_rl.sim.results import Interval, JobRecord, SimResult
 
 
@@ -19,14 +20,6 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
     lo = math.floor(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
-
-
-@runtime_checkable
-class Declining(Protocol):
-    """A policy that declines deadline jobs at admission (`elasticflow`) and counts them."""
-
-    @property
-    def declined_jobs(self) -> int: ...
 
 
 def declined(policy: object) -> int | None:

@@ -16,6 +16,7 @@ import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from policy_builders import NOW, TableOracle, job, nodes, running, snap
@@ -219,10 +220,10 @@ def test_only_oracle_policies_get_the_simulators_oracle(name: str) -> None:
     seen_fields: set[str] = set()
     decide = policy.decide
 
-    def watch(s: ClusterSnapshot) -> Decision:
+    def watch(s: ClusterSnapshot, *cycle: Any) -> Decision:  # (a Gated policy's CycleState)
         for j in s.jobs:
             seen_fields.update(k for k in vars(j) if not k.startswith("_"))
-        return decide(s)
+        return decide(s, *cycle)
 
     object.__setattr__(policy, "decide", watch)
     Simulator(jobs, policy, EngineConfig(nodes=2, gpus_per_node=4)).run()

@@ -24,7 +24,7 @@ from slurm_rl.core import (  # noqa: E402
     NodeView,
     Progress,
 )
-from slurm_rl.policies.capabilities import Gated, OracleReading, Preempting  # noqa: E402
+from slurm_rl.policies.capabilities import CycleState, Gated, OracleReading, Preempting  # noqa: E402
 from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
 from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
 from slurm_rl.rl import model as rl_model  # noqa: E402
@@ -116,11 +116,11 @@ def test_no_arrival_and_nothing_fits_is_futile_but_decide_still_orders() -> None
     policy = policies.make("rl", preempt_margin=0.0)
     assert isinstance(policy, Gated)
     s = _snap(arrived=False)
-    assert policy.futile(s)
+    assert policy.futile(s, CycleState())
     d = policy.decide(s)
     assert [o.job_id for o in d.order] == [JobId("p")]
     assert [x.job_id for x in d.preemptions] == [JobId("r0")]
-    assert not policy.futile(_snap(arrived=True))
+    assert not policy.futile(_snap(arrived=True), CycleState())
 
 
 def test_a_run_of_protect_run_s_is_not_requeued() -> None:

@@ -78,9 +78,9 @@ def test_default_requeues_on_scores_at_most_rescore_s_old() -> None:
     seen = 0
     real = policy.decide
 
-    def checked(snapshot):  # type: ignore[no-untyped-def]
+    def checked(snapshot, *cycle):  # type: ignore[no-untyped-def]
         nonlocal seen
-        d = real(snapshot)
+        d = real(snapshot, *cycle)
         for p in d.preemptions:
             _, _, scored = policy._memo.jobs[p.job_id]
             assert snapshot.time - policy.rescore_s < scored <= snapshot.time

@@ -12,7 +12,7 @@ from sim_helpers import FakePolicy
 
 from slurm_rl import policies
 from slurm_rl.core import ClusterSnapshot, Decision
-from slurm_rl.policies.capabilities import Gated
+from slurm_rl.policies.capabilities import CycleState, Gated
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.run import load_jobs, resolve_trace_path
@@ -38,13 +38,18 @@ class GatedFakePolicy(FakePolicy):
     rule: Callable[[ClusterSnapshot], bool] = lambda s: False
     asked: list[float] = field(default_factory=list)
     decided: list[float] = field(default_factory=list)
+    handed: list[bool] = field(default_factory=list)
+    """Per decide call: whether the cycle its futile wrote into reached it."""
 
-    def futile(self, snapshot: ClusterSnapshot) -> bool:
+    def futile(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> bool:
         self.asked.append(snapshot.time)
+        if cycle is not None:
+            cycle.write("fake", snapshot.time)
         return self.rule(snapshot)
 
-    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+    def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
         self.decided.append(snapshot.time)
+        self.handed.append(cycle is not None and cycle.read("fake") == snapshot.time)
         return super().decide(snapshot)
 
 
@@ -61,6 +66,7 @@ def test_never_futile_decides_as_the_policy_without_the_hook() -> None:
     result = Simulator(jobs, gated, _cfg()).run()
     assert result.jobs == plain.jobs and result.decisions == plain.decisions > 0
     assert gated.asked == gated.decided  # asked first, at every decision point
+    assert gated.handed and all(gated.handed)  # each decide got the cycle its futile wrote
 
 
 def _odd_minute(t: float) -> bool:
