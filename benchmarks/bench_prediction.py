@@ -8,7 +8,7 @@ between intervals (default 10 %). With --drift D the rate also changes once, at 
 point of the run, by a factor drawn uniformly from [1 - D, 1 + D] (a phase change the fit cannot
 foresee). The true remaining time is that of the drawn run. At each checkpoint (a fraction of the
 run done) two predictions are compared:
-- `last rate`: the daemon before issue 11: steps left over the rate of the latest report (what
+- `last rate`: the naive prediction: steps left over the rate of the latest report (what
   `slurm-rl progress` measured over its last interval), not counting time since that report;
 - `fit`: the rate fitted over the run's reports (first to latest), time since the report taken
   off (slurm/predict.py, as the daemon's Poller uses it).

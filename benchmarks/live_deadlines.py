@@ -1,4 +1,4 @@
-"""Deadlines met by fifo, edf, elasticflow and deadline on the real test cluster (issue 11, item 9).
+"""Deadlines met by fifo, edf, elasticflow and deadline on the real test cluster.
 
 A hand-made mix of `sleep`-style jobs is submitted with rlsbatch while `slurm-rl daemon` runs
 beside it, once per policy and scenario: "short" (16 jobs, more work than the 16 GPUs can do in

@@ -1,4 +1,4 @@
-"""The config loader on arbitrary bytes (issue 8): a file that is not a valid configuration is
+"""The config loader on arbitrary bytes: a file that is not a valid configuration is
 one ConfigError naming the problem, never another exception, and never a partial config."""
 
 from __future__ import annotations

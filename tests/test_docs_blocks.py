@@ -1,4 +1,4 @@
-"""Docs that are tests (issue 14): every shell block in README.md and docs/*.md is run here, run
+"""Docs that are tests: every shell block in README.md and docs/*.md is run here, run
 with smaller inputs ("shortened"), or skipped with the reason printed (a site's example, a
 transcript of output, a run of many minutes covered elsewhere).
 

@@ -1,4 +1,4 @@
-"""A new user's first hour on the test cluster (issue 14): README's Quick look, run as written
+"""A new user's first hour on the test cluster: README's Quick look, run as written
 after the two lines `make demo` ends with; `explain` showing the GPU count Slurm has now; and
 Ctrl-C while slurmctld is unreachable."""
 

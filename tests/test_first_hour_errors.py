@@ -1,4 +1,4 @@
-"""A new user's mistakes (issue 14): one line, the right exit code, nothing created.
+"""A new user's mistakes: one line, the right exit code, nothing created.
 
 Each test runs the installed command in a subprocess, as a person would, and checks that the
 output holds no traceback, that the error is one line naming what is wrong, the exit status

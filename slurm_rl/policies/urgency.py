@@ -1,4 +1,4 @@
-"""No buying priority with deadlines (issue 11, item 7): a per-user cap on urgent GPUs.
+"""No buying priority with deadlines: a per-user cap on urgent GPUs.
 
 A job is *urgent* when the policy orders it ahead of jobs without a deadline because of its
 intent: in `deadline`, a deadline job that is not `besteffort` and not demoted (hard and

@@ -1,4 +1,4 @@
-"""Hostile jobs in the real queue (issue 8): the daemon keeps scheduling everyone else, believes
+"""Hostile jobs in the real queue: the daemon keeps scheduling everyone else, believes
 no more than the site granted, and never asks Slurm for more than the user could have.
 
 Poisonous jobs are submitted as root (an operator: job_submit.lua lets operators through, as

@@ -1,4 +1,4 @@
-"""No buying priority with deadlines (issue 11 item 7): the shared rule (urgency.py), its use
+"""No buying priority with deadlines: the shared rule (urgency.py), its use
 in `deadline` and `edf` on hand-built snapshots, and the option's validation."""
 
 from __future__ import annotations

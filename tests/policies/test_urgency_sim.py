@@ -1,4 +1,4 @@
-"""No buying priority with deadlines (issue 11 item 7), in the simulator: one user ("greedy")
+"""No buying priority with deadlines, in the simulator: one user ("greedy")
 puts a tight deadline and the critical class on every job, four honest users ask for feasible
 deadlines, each within the share. Without the urgent share greedy's jobs run first and the
 honest ones miss; with it the honest ones are met and greedy never has more than the share

@@ -5,7 +5,7 @@
 
 Submits a few honest jobs of every kind the parser must know (completed, running, cancelled,
 held multi-node, --gpus, array, an rlsbatch intent with progress, running on two nodes) and the
-hostile ones of issue 8 (control characters, U+2028, U+0085 in comments; newline, U+001F, byte
+hostile ones (control characters, U+2028, U+0085 in comments; newline, U+001F, byte
 0xFF in names), polls them with the fixed marks below, writes the output, and cancels every job.
 """
 
@@ -24,9 +24,9 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 RECORDED = Framing(field_mark="\x1fF0123456789abcdef", record_mark="\x1fR0123456789abcdef")
 """The marks the fixtures were recorded with (a real poll draws fresh ones)."""
 LEGACY = Framing(field_mark="\x1f", record_mark="\x1f")
-"""The format before issue 8 (U+001F after every field) reads as both marks being U+001F."""
+"""The naive format (U+001F after every field) reads as both marks being U+001F."""
 
-# Comments and names of the jobs that used to stop every cycle (issue 8).
+# Comments and names of jobs that would stop every cycle of a line-based poller.
 HOSTILE_COMMENTS = {
     "c-nl": "a\nb {rl1:c=critical}", "c-cr": "a\rb", "c-vt": "a\vb", "c-ff": "a\fb",
     "c-rs": "a\x1eb\x1cc\x1dd", "c-u2028": "a\u2028b", "c-u0085": "a\u0085b",

@@ -1,7 +1,8 @@
 """Parsers on output recorded from the real 22.05 test cluster (tests/fixtures/slurm).
 
 The fixtures were recorded by tests/slurm/poll_recording.py with fixed marks (RECORDED); the
-hostile one holds the job names and comments that used to stop every daemon cycle (issue 8).
+hostile one holds the job names and comments that would stop every cycle of a
+line-based poller.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def test_job_view_decodes_intent_and_progress() -> None:
 
 
 def test_hostile_names_and_comments_are_data() -> None:
-    """Every job of issue 8 that stopped all cycles parses, with its text as the user wrote it
+    """Every hostile job (one that would stop a line-based poller's cycle) parses, with its text as the user wrote it
     (a byte that is not UTF-8 shown as U+FFFD), and the honest job next to them is right."""
     rec = records(HOSTILE)
     assert len(rec) == 1 + len(HOSTILE_COMMENTS) + 3
@@ -171,7 +172,7 @@ def test_hostile_names_and_comments_are_data() -> None:
 
 
 def test_hostile_records_under_the_old_format_would_not_split() -> None:
-    """The same output split as before issue 8 (records are lines, fields end at U+001F): the
+    """The same output split the naive way (records are lines, fields end at U+001F): the
     comment's newline cuts a record in two. This is what the marks prevent."""
     old = HOSTILE.replace(RECORDED.field_mark, "\x1f").replace(RECORDED.record_mark, "\x1f")
     assert len(old.splitlines()) > len(records(HOSTILE))

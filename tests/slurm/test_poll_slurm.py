@@ -1,5 +1,5 @@
-"""On the real test cluster: jobs whose names and comments used to stop every cycle (issue 8)
-are polled with an honest job next to them; nothing raises and the honest job is right."""
+"""On the real test cluster: jobs whose names and comments could stop every cycle of a
+naive poller are polled with an honest job next to them; nothing raises and the honest job is right."""
 
 from __future__ import annotations
 
