@@ -1,6 +1,6 @@
 """On the real cluster: what a job reports with `slurm-rl progress` reaches the daemon's
-database, with the right rate. tests/submit/test_progress_slurm.py checks the job's comment; this checks the
-row the daemon's predictions read."""
+database, with the right rate. tests/submit/test_progress_slurm.py checks the job's comment;
+this checks the row the daemon's predictions read."""
 
 from __future__ import annotations
 

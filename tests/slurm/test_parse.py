@@ -158,8 +158,9 @@ def test_job_view_decodes_intent_and_progress() -> None:
 
 
 def test_hostile_names_and_comments_are_data() -> None:
-    """Every hostile job (one that would stop a line-based poller's cycle) parses, with its text as the user wrote it
-    (a byte that is not UTF-8 shown as U+FFFD), and the honest job next to them is right."""
+    """Every hostile job (one that would stop a line-based poller's cycle) parses, with its
+    text as the user wrote it (a byte that is not UTF-8 shown as U+FFFD), and the honest job
+    next to them is right."""
     rec = records(HOSTILE)
     assert len(rec) == 1 + len(HOSTILE_COMMENTS) + 3
     by_name = {r.name.split("-", 1)[1]: r for r in rec.values()}

@@ -1,5 +1,6 @@
 """On the real test cluster: jobs whose names and comments could stop every cycle of a
-naive poller are polled with an honest job next to them; nothing raises and the honest job is right."""
+naive poller are polled with an honest job next to them; nothing raises and the honest job
+is right."""
 
 from __future__ import annotations
 
