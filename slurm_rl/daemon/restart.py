@@ -291,7 +291,12 @@ def released_since(session: Session, since: float) -> dict[JobId, float]:
 
 def held_after_requeue(session: Session) -> dict[JobId, ActionKind]:
     """Jobs whose latest restart step was a requeuehold with no release DONE after it, each
-    with the kind of that requeue (a resize's or a preemption's)."""
+    with the kind of that requeue (a resize's or a preemption's).
+
+    Only a requeue that may have run counts as a step: a FAILED one (Slurm refused it) and an
+    ABANDONED one (interrupted by a crash, and reconciliation found that Slurm never showed
+    it) never held the job, so they are never an instruction to release it; a job held then
+    was held by someone else (an admin, or its owner)."""
     kinds = [*REQUEUES, *RELEASE_OF.values()]
     rows = session.execute(
         select(_action_jobs.c.job_id, _actions.c.kind, _actions.c.status)
@@ -303,8 +308,8 @@ def held_after_requeue(session: Session) -> dict[JobId, ActionKind]:
     requeue: dict[str, ActionKind] = {}
     for job_id, kind, status in rows:
         if kind in REQUEUES:
-            if status is ActionStatus.FAILED:
-                continue  # refused: the job was never held (a crash's PLANNED one may have been)
+            if status in (ActionStatus.FAILED, ActionStatus.ABANDONED):
+                continue  # never held by us (a crash's PLANNED one may have been)
             requeue[job_id] = kind
         last[job_id] = (kind, status)
     return {JobId(j): requeue[j] for j, (k, st) in last.items()

@@ -32,6 +32,13 @@ from slurm_rl.daemon.preempt import (
 )
 from slurm_rl.daemon.resize import Resizer
 from slurm_rl.daemon.restart import held_after_requeue, recent_restarts, restart_counts
+from slurm_rl.db.actions import (
+    ActionOutcome,
+    ActionSpec,
+    finish_actions,
+    next_cycle_id,
+    plan_actions,
+)
 from slurm_rl.db.kinds import ActionKind, ActionStatus
 from slurm_rl.db.models import Action
 from slurm_rl.db.repo import upsert_jobs
@@ -210,6 +217,42 @@ def test_a_job_an_interrupted_preemption_left_held_is_released_at_the_lowest_ran
         job(state=JobState.PENDING),), nodes=NODES), cycle_id=2) == 1
     assert fake.commands() == ["update JobId=1 SiteFactor=1 StartTime=now+1", "release 1"]
     assert held_after_requeue(session) == {}
+
+
+@pytest.mark.parametrize("kind", [ActionKind.PREEMPT_REQUEUE, ActionKind.REQUEUE_HOLD])
+def test_an_abandoned_requeue_is_never_an_instruction_to_release(
+        session: Session, kind: ActionKind) -> None:
+    """A crash left a requeuehold PLANNED that never ran; the next daemon finished it as
+    ABANDONED (Slurm did not show it). When the job is later held by someone else (an admin's
+    or the owner's own `scontrol requeuehold`), recovery must not release it."""
+    upsert_jobs(session, [job()], now=NOW)
+    [action_id] = plan_actions(session, [ActionSpec(
+        kind=kind, job_ids=(JobId("1"),), argv=("scontrol", "requeuehold", "1"),
+        cycle_id=next_cycle_id(session))], at=NOW)
+    finish_actions(session, [ActionOutcome(action_id=action_id, exit_code=None,
+                                           status=ActionStatus.ABANDONED)], at=NOW + 1)
+    assert held_after_requeue(session) == {}
+    fake = FakeSlurm()
+    _, seq = preempter(fake)
+    held = job(state=JobState.PENDING)
+    upsert_jobs(session, [held], now=NOW + 5)
+    assert seq.recover(session, ClusterSnapshot(time=NOW + 5, jobs=(held,), nodes=NODES),
+                       cycle_id=2) == 0
+    assert fake.calls == []
+
+
+def test_an_abandoned_requeue_leaves_an_earlier_held_one_to_release(session: Session) -> None:
+    """Only what ran counts: an abandoned requeue after a DONE one (no release since) leaves
+    the job to release as the DONE one's kind."""
+    upsert_jobs(session, [job()], now=NOW)
+    cycle = next_cycle_id(session)
+    done, abandoned = plan_actions(session, [ActionSpec(
+        kind=k, job_ids=(JobId("1"),), argv=("scontrol", "requeuehold", "1"), cycle_id=cycle)
+        for k in (ActionKind.PREEMPT_REQUEUE, ActionKind.REQUEUE_HOLD)], at=NOW)
+    finish_actions(session, [ActionOutcome(action_id=done, exit_code=0),
+                             ActionOutcome(action_id=abandoned, exit_code=None,
+                                           status=ActionStatus.ABANDONED)], at=NOW + 1)
+    assert held_after_requeue(session) == {JobId("1"): ActionKind.PREEMPT_REQUEUE}
 
 
 def test_a_job_still_completing_after_its_requeue_is_looked_at_again_until_released(
