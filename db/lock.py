@@ -67,10 +67,15 @@ def lock_path(db_path: Path) -> Path:
 class DatabaseLock:
     """The held lock; `release()` (or leaving the `with` block, or exiting) gives it up."""
 
-    def __init__(self, path: Path, fd: int, holder: Holder) -> None:
+    def __init__(self, path: Path, fd: int, holder: Holder, db_path: Path | None = None
+                 ) -> None:
         self.path = path
         self.holder = holder
         self._fd: int | None = fd
+        self._db_path = db_path
+        self._db_fd: int | None = None
+        """The database file, held open read-only once it exists (`verify`): while it is open
+        its inode number cannot be given to a new file, so identity by inode is exact."""
 
     @classmethod
     def acquire(cls, db_path: Path, *, purpose: str = "daemon") -> DatabaseLock:
@@ -100,9 +105,54 @@ class DatabaseLock:
         except OSError as exc:
             os.close(fd)
             raise DatabaseError(f"{path}: can not write it ({exc.strerror})") from None
-        return cls(path, fd, holder)
+        return cls(path, fd, holder, db_path)
+
+    def verify(self) -> None:
+        """Raise DatabaseError (one line) unless the lock file and the database are still the
+        files this lock was taken on: a lock file deleted or replaced (a second daemon could
+        then take a lock of its own), or a database file deleted or replaced (this daemon
+        would go on writing to an unlinked file nobody reads). The database's identity is
+        taken the first time it is seen. The daemon calls this before every cycle."""
+        if self._fd is None:
+            raise DatabaseError(f"{self.path}: the lock was released")
+        mine = os.fstat(self._fd)
+        try:
+            now = os.lstat(self.path)
+        except OSError:
+            now = None
+        if now is None or (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino):
+            raise DatabaseError(f"{self.path}: the lock file was removed or replaced while "
+                                "this daemon held it; stopping (restart the daemon)")
+        if self._db_path is None:
+            return
+        try:
+            db = os.lstat(self._db_path)
+        except FileNotFoundError:
+            db = None
+        except OSError as exc:
+            raise DatabaseError(f"{self._db_path}: can not look at it ({exc.strerror})"
+                                ) from None
+        if db is None:
+            if self._db_fd is not None:
+                raise DatabaseError(f"{self._db_path}: the database was removed while this "
+                                    "daemon used it; stopping (restart the daemon)")
+            return
+        if self._db_fd is None:
+            try:
+                self._db_fd = os.open(self._db_path,
+                                      os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError as exc:
+                raise DatabaseError(f"{self._db_path}: can not open it ({exc.strerror})"
+                                    ) from None
+        held = os.fstat(self._db_fd)
+        if (db.st_dev, db.st_ino) != (held.st_dev, held.st_ino):
+            raise DatabaseError(f"{self._db_path}: the database was replaced by another file "
+                                "while this daemon used it; stopping (restart the daemon)")
 
     def release(self) -> None:
+        if self._db_fd is not None:
+            os.close(self._db_fd)
+            self._db_fd = None
         if self._fd is None:
             return
         try:
@@ -124,11 +174,52 @@ class DatabaseLock:
         self.release()
 
 
+SIDECARS = ("-wal", "-shm", "-journal")
+"""The files SQLite keeps beside a database (WAL mode: -wal and -shm; rollback: -journal)."""
+
+
 def check_database_file(db_path: Path) -> None:
     """The database file itself, before anything opens it (the daemon runs as root and trusts
-    what it recorded): not a symbolic link (a dangling one would make root create a file
-    elsewhere, and a second name would get a second lock file), no second hard link (same),
-    and, if it exists, a regular file owned by this user that nobody else may write."""
+    what it recorded): its folder and the folders above it, as sshd's StrictModes checks a
+    home, then the file and SQLite's files beside it."""
+    check_database_folder(db_path)
+    _check_own_file(db_path)
+    for suffix in SIDECARS:
+        _check_own_file(db_path.with_name(db_path.name + suffix))
+
+
+def check_database_folder(db_path: Path) -> None:
+    """The folder holding the database must be owned by root or this user and writable by
+    nobody else, sticky bit or not: whoever can create files in it can plant the `-wal` or
+    `-shm` file SQLite will adopt (and keep it open to write into root's database), or delete
+    the lock. Every folder above it must be owned by root or this user and, unless sticky (as
+    /tmp), writable by nobody else, so that nobody can move the folder away."""
+    folder = Path(os.path.abspath(db_path)).parent
+    me = os.geteuid()
+    first = True
+    for here in (folder, *folder.parents):
+        try:
+            st = os.stat(here)
+        except OSError as exc:
+            raise DatabaseError(f"{db_path}: can not look at folder {here} ({exc.strerror})"
+                                ) from None
+        mode = stat.S_IMODE(st.st_mode)
+        if st.st_uid not in (0, me):
+            raise DatabaseError(f"{db_path}: folder {here} is owned by uid {st.st_uid}, not by "
+                                f"root or this user (uid {me}); refusing to use it")
+        writable = mode & 0o022
+        if writable and (first or not mode & stat.S_ISVTX):
+            raise DatabaseError(
+                f"{db_path}: folder {here} is writable by group or others (mode {mode:o}); "
+                "refusing to use it: keep the database in a folder only its owner can write "
+                "(chmod go-w, or another folder)")
+        first = False
+
+
+def _check_own_file(db_path: Path) -> None:
+    """A file of the database's, if it exists: not a symbolic link (a dangling one would make
+    root create a file elsewhere, and a second name would get a second lock file), no second
+    hard link (same), a regular file owned by this user that nobody else may write."""
     try:
         st = os.lstat(db_path)
     except FileNotFoundError:

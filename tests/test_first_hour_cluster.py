@@ -40,7 +40,7 @@ def test_readme_quick_look_runs_after_the_demo_hint(tmp_path: Path) -> None:
     engine = os.environ.get("SLURM_RL_ENGINE") or "native"
     script = (block.replace("-J quicklook", f"-J {tag}")
               .replace("/tmp/quicklook-%j.out", str(tmp_path / "job-%j.out"))
-              .replace("/tmp/quicklook.db", str(tmp_path / "q.db"))
+              .replace("~/quicklook.db", str(tmp_path / "q.db"))
               .replace("--once", f"--once --only-name-prefix {tag}", 1)
               # README shows the default engine's line; run it on the engine this session tests
               .replace("--engine docker", f"--engine {engine}"))
