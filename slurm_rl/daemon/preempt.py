@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session
 from slurm_rl.config import ResizeConfig
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView, Preempt
 from slurm_rl.daemon.actuator import SAFE_ID
-from slurm_rl.daemon.restart import Sequencer, recent_restarts
+from slurm_rl.daemon.restart import Sequencer, recent_restarts, recent_signals
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.policies.restart_gate import HOUR_S
 
@@ -130,19 +130,26 @@ class Preempter:
         recent = recent_restarts(session, [*wanted, *self.in_flight], since=now - HOUR_S)
         skipped: list[tuple[JobId, str]] = []
         due: list[JobId] = []
+        # A signalled job was told to checkpoint: its requeue goes ahead even if the policy no
+        # longer asks for it (a signal is sent only for a restart that follows), unless the job
+        # no longer runs.
         for job_id, since in list(self.in_flight.items()):
             job = jobs.get(job_id)
-            if job is None or not job.state.is_running or job_id not in wanted:
+            if job is None or not job.state.is_running:
                 del self.in_flight[job_id]
-                skipped.append((job_id, "withdrawn (the policy changed its mind or the job no "
-                                "longer runs)"))
+                skipped.append((job_id, "dropped: the job no longer runs"))
             elif now - since >= s.grace_s:
                 due.append(job_id)
             wanted.pop(job_id, None)
+        signals = (recent_signals(session, sorted(wanted), since=now - HOUR_S)
+                   if s.grace_s > 0 else {})
         fresh = []
         for job_id in sorted(wanted):
             why = judge(jobs.get(job_id), settings=s, recent=recent.get(job_id, 0),
                         check_slurm=False)
+            if not why and signals.get(job_id, 0) >= s.max_per_hour:
+                why = (f"signalled {signals[job_id]} times in the last hour (max_per_hour "
+                       f"{s.max_per_hour}): not told to checkpoint again")
             if why:
                 skipped.append((job_id, why))
             else:

@@ -41,7 +41,7 @@ from slurm_rl.config import ResizeConfig
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, NodeName, NodeView, Resize
 from slurm_rl.daemon.actuator import SAFE_ID, gpu_request
 from slurm_rl.daemon.limits import AssocLimits, PartitionLimits, cpus_for, job_limits
-from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts
+from slurm_rl.daemon.restart import Sequencer, gpu_fields, recent_restarts, recent_signals
 from slurm_rl.daemon.restart import release_lines as _release_lines
 from slurm_rl.daemon.sizing import sized_cpus_per_gpu
 from slurm_rl.db.kinds import ActionKind
@@ -176,30 +176,30 @@ class Resizer(Sequencer):
             self.recover_due = False
             resized += self.recover(session, snapshot, cycle_id)
         free = _free_by_partition(snapshot)  # taken by each grow carried out this cycle
-        recent = recent_restarts(session, list(wanted), since=now - HOUR_S)
-        sized = sized_cpus_per_gpu(session, list(wanted))  # their CPUs follow their GPUs
-        # Resizes under way: dropped if the policy changed its mind or the job moved on.
+        looked_at = sorted({*wanted, *self.in_flight})
+        recent = recent_restarts(session, looked_at, since=now - HOUR_S)
+        sized = sized_cpus_per_gpu(session, looked_at)  # their CPUs follow their GPUs
+        # Resizes under way: the job was told to checkpoint, so the restart goes ahead unless
+        # the job no longer runs or no count passes the rules any more (a signal is sent only
+        # for a restart that follows). The count: the one the policy wants now, else the one
+        # signalled.
         for job_id, fl in list(self.in_flight.items()):
-            job, want = jobs.get(job_id), wanted.get(job_id)
-            if job is None or not job.state.is_running or want is None \
-                    or want.gpus != fl.verdict.gpus:
-                # A new count for the same job is judged afresh below (a new signal).
+            job, want = jobs.get(job_id), wanted.pop(job_id, None)
+            if job is None or not job.state.is_running:
                 del self.in_flight[job_id]
-                skipped.append((job_id, f"resize to {fl.verdict.gpus} GPUs withdrawn (the "
-                                "policy changed its mind or the job no longer runs)"))
+                skipped.append((job_id, f"resize to {fl.verdict.gpus} GPUs dropped: the job no "
+                                "longer runs"))
                 continue
-            del wanted[job_id]
             if now - fl.since < s.grace_s:
                 continue
             del self.in_flight[job_id]
             # Judged again: in the grace period the GPUs may have gone, or the gain.
-            v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
-                      node_free=free_for(free.get(job.partition, []), job),
-                      recent=recent.get(job_id, 0), cpus_per_gpu=sized.get(job_id),
-                      nodes=snapshot.nodes)
-            if v.why:
-                skipped.append((job_id, f"resize to {want.gpus} GPUs dropped after the "
-                                f"signal: {v.why}"))
+            v, why = self._after_signal(fl, want, job, now=now, limits=limits, assoc=assoc,
+                                        free=free, recent=recent.get(job_id, 0),
+                                        sized=sized.get(job_id), nodes=snapshot.nodes)
+            if v is None:
+                skipped.append((job_id, f"resize to {fl.verdict.gpus} GPUs dropped after the "
+                                f"signal: {why}"))
                 continue
             _take(free.get(job.partition, []), v, job)
             if self._restart(session, v, job, cycle_id, decision_id):
@@ -209,6 +209,8 @@ class Resizer(Sequencer):
         if not s.enabled:
             skipped += [(j, "resizing is off ([resize] enabled = false)") for j in wanted]
             return ResizeReport(skipped=tuple(skipped))
+        signals = (recent_signals(session, list(wanted), since=now - HOUR_S)
+                   if s.grace_s > 0 else {})
         for job_id, want in sorted(wanted.items()):
             job = jobs.get(job_id)
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
@@ -217,6 +219,11 @@ class Resizer(Sequencer):
                       nodes=snapshot.nodes)
             if v.why or job is None:
                 skipped.append((job_id, v.why))
+                continue
+            if signals.get(job_id, 0) >= s.max_per_hour:
+                skipped.append((job_id, f"signalled {signals[job_id]} times in the last hour "
+                                f"(max_per_hour {s.max_per_hour}): not told to checkpoint "
+                                "again"))
                 continue
             _take(free.get(job.partition, []), v, job)
             if s.grace_s > 0:
@@ -232,6 +239,25 @@ class Resizer(Sequencer):
                 failed += 1
         return ResizeReport(signalled=signalled, resized=resized, failed=failed,
                             skipped=tuple(skipped))
+
+    def _after_signal(self, fl: InFlight, want: Resize | None, job: JobView, *, now: float,
+                      limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
+                      free: Mapping[str, list[_Free]], recent: int, sized: int | None,
+                      nodes: Sequence[NodeView]) -> tuple[Verdict | None, str]:
+        """The restart a signalled job gets once its grace is over: at the count the policy
+        wants now if that passes the rules, else at the signalled count if that still does;
+        (None, why) when neither does."""
+        tries = [want] if want is not None and want.gpus != fl.verdict.gpus else []
+        tries.append(Resize(job_id=job.id, gpus=fl.verdict.gpus))
+        why = ""
+        for r in tries:
+            v = judge(r, job, now=now, settings=self.settings, limits=limits, assoc=assoc,
+                      node_free=free_for(free.get(job.partition, []), job), recent=recent,
+                      cpus_per_gpu=sized, nodes=nodes)
+            if not v.why:
+                return v, ""
+            why = why or v.why
+        return None, why
 
     def _restart(self, session: Session, v: Verdict, job: JobView, cycle_id: int,
                  decision_id: int | None) -> bool:

@@ -256,6 +256,21 @@ def recent_restarts(session: Session, job_ids: Sequence[JobId], *, since: float
     return _requeues(session, since=since, job_ids=job_ids)
 
 
+SIGNALS = (ActionKind.RESIZE_SIGNAL, ActionKind.PREEMPT_SIGNAL)
+"""`scancel --signal`: the checkpoint warning that announces a restart."""
+
+
+def recent_signals(session: Session, job_ids: Sequence[JobId], *, since: float
+                   ) -> dict[JobId, int]:
+    """Checkpoint signals (by resize or preemption) per job since `since`. Once signalled a
+    restart goes ahead unless the job stops running or the restart no longer passes its rules;
+    a job is never signalled more often than `max_per_hour` an hour, so a restart that keeps
+    being dropped after its signal cannot have its job checkpoint over and over."""
+    if not job_ids:
+        return {}
+    return _count(session, SIGNALS, since=since, job_ids=job_ids)
+
+
 def restart_counts(session: Session) -> dict[JobId, int]:
     """Requeues the daemon made per job, as far as the action log goes back (retention)."""
     return _requeues(session, since=None, job_ids=None)
@@ -263,9 +278,15 @@ def restart_counts(session: Session) -> dict[JobId, int]:
 
 def _requeues(session: Session, *, since: float | None, job_ids: Sequence[JobId] | None
               ) -> dict[JobId, int]:
+    return _count(session, REQUEUES, since=since, job_ids=job_ids)
+
+
+def _count(session: Session, kinds: Sequence[ActionKind], *, since: float | None,
+           job_ids: Sequence[JobId] | None) -> dict[JobId, int]:
+    """Actions of `kinds` per job that were not refused (FAILED), since `since`."""
     query = (select(_action_jobs.c.job_id)
              .join(_actions, _actions.c.id == _action_jobs.c.action_id)
-             .where(_actions.c.kind.in_(REQUEUES), _actions.c.status != ActionStatus.FAILED))
+             .where(_actions.c.kind.in_(kinds), _actions.c.status != ActionStatus.FAILED))
     if since is not None:
         query = query.where(_actions.c.started_at >= since)
     if job_ids is not None:

@@ -186,14 +186,41 @@ def test_the_cap_is_shared_with_resizes(session: Session) -> None:
     assert len(fake.commands()) == calls
 
 
-def test_a_withdrawn_preemption_is_not_carried_out(session: Session) -> None:
+def test_a_signalled_preemption_goes_ahead_when_the_policy_no_longer_asks(
+        session: Session) -> None:
+    """The job was told to checkpoint: the requeue that signal announced follows it."""
     fake = FakeSlurm()
     p, _ = preempter(fake, grace_s=30.0)
     step(p, session, NOW, [1], job())
     notes = step(p, session, NOW + 31, [], job())  # the pending job started elsewhere
-    assert notes == ["preemption of 1 skipped: withdrawn (the policy changed its mind or the "
-                     "job no longer runs)"]
+    assert notes == ["preemptions: 0 signalled, 1 requeued, 0 failed"]
+    assert [c.split(" ")[0] for c in fake.commands()] == ["scancel", "scontrol", "update",
+                                                           "release"]
+
+
+def test_a_signalled_preemption_is_dropped_only_when_the_job_stopped(session: Session) -> None:
+    fake = FakeSlurm()
+    p, _ = preempter(fake, grace_s=30.0)
+    step(p, session, NOW, [1], job())
+    notes = step(p, session, NOW + 31, [], job(state=JobState.COMPLETED))
+    assert notes == ["preemption of 1 skipped: dropped: the job no longer runs"]
     assert [c.split(" ")[0] for c in fake.commands()] == ["scancel"]
+
+
+def test_a_job_is_signalled_at_most_max_per_hour_times_an_hour(session: Session) -> None:
+    """Signals whose requeue was dropped (here: the job ended each time before its grace was
+    over, then ran again) count too: the job is not told to checkpoint over and over."""
+    fake = FakeSlurm()
+    p, _ = preempter(fake, grace_s=30.0, max_per_hour=2)
+    for k in range(2):
+        step(p, session, NOW + 100 * k, [1], job())
+        step(p, session, NOW + 100 * k + 10, [], job(state=JobState.PENDING))
+    notes = step(p, session, NOW + 300, [1], job())
+    assert notes == ["preemption of 1 skipped: signalled 2 times in the last hour "
+                     "(max_per_hour 2): not told to checkpoint again"]
+    assert [c.split(" ")[0] for c in fake.commands()] == ["scancel", "scancel"]
+    assert step(p, session, NOW + 3700, [1], job()) == [
+        "preemptions: 1 signalled, 0 requeued, 0 failed"]  # an hour later
 
 
 def test_preemption_off_records_why_and_touches_nothing(session: Session) -> None:

@@ -234,15 +234,51 @@ def test_signal_then_after_the_grace_requeuehold_update_release(session: Session
     assert held_after_requeue(session) == {}
 
 
-def test_a_withdrawn_resize_is_not_carried_out(session: Session) -> None:
+def test_a_signalled_resize_follows_the_policys_new_count(session: Session) -> None:
+    """The policy changed its mind during the grace (2 -> 4 GPUs): one signal, one restart, at
+    the count it wants now (before: a second signal, and the restart put off again)."""
     fake = FakeSlurm()
     r = resizer(fake, grace_s=30.0)
     step(r, session, NOW, [grow(2)], job())
-    notes = step(r, session, NOW + 31, [grow(4)], job())  # the policy changed its mind
-    assert "resize of 1 skipped: resize to 2 GPUs withdrawn (the policy changed its mind or " \
-           "the job no longer runs)" in notes
+    notes = step(r, session, NOW + 31, [grow(4)], job())
+    assert notes == ["resizes: 0 signalled, 1 restarted at a new count, 0 failed"]
+    assert fake.commands() == ["scancel --signal=USR1 --full 1", "scontrol requeuehold 1",
+                               "update JobId=1 TresPerNode=gres:gpu:4 StartTime=now+1",
+                               "release 1"]
+    assert r.in_flight == {}
+
+
+def test_a_signalled_resize_goes_ahead_when_the_policy_no_longer_asks(session: Session) -> None:
+    fake = FakeSlurm()
+    r = resizer(fake, grace_s=30.0)
+    step(r, session, NOW, [grow(2)], job())
+    step(r, session, NOW + 10, [], job())  # within the grace: nothing, and nothing withdrawn
+    notes = step(r, session, NOW + 31, [], job())
+    assert notes == ["resizes: 0 signalled, 1 restarted at a new count, 0 failed"]
+    assert fake.commands()[-2:] == ["update JobId=1 TresPerNode=gres:gpu:2 StartTime=now+1",
+                                    "release 1"]
+
+
+def test_a_job_whose_resizes_keep_being_dropped_is_not_signalled_again_and_again(
+        session: Session) -> None:
+    """Each signalled grow finds its GPUs gone after the grace: the job is told to checkpoint
+    at most max_per_hour (2) times an hour."""
+    fake = FakeSlurm()
+    r = resizer(fake, grace_s=30.0, max_per_hour=2)
+    busy = tuple(NodeView(name=n.name, state=NodeState.ALLOCATED, gpus_total=4, gpus_alloc=4,
+                          partitions=("gpu",)) for n in NODES)
+    notes: list[str] = []
+    for k in range(3):
+        t = NOW + 100 * k
+        step(r, session, t, [grow(4)], job())
+        upsert_jobs(session, [job()], now=t + 31)
+        session.commit()
+        notes = r.step(session, [grow(4)], ClusterSnapshot(time=t + 31, jobs=(job(),),
+                                                           nodes=busy),
+                       limits=LIMITS, assoc=None, cycle_id=2, decision_id=None).notes()
     assert [c.split(" ")[0] for c in fake.commands()] == ["scancel", "scancel"]
-    assert r.in_flight[JobId("1")].verdict.gpus == 4
+    assert any("signalled 2 times in the last hour (max_per_hour 2)" in n for n in
+               step(r, session, NOW + 400, [grow(4)], job())), notes
 
 
 def test_without_grace_the_job_is_requeued_at_once_and_the_cap_holds(session: Session) -> None:
