@@ -124,6 +124,22 @@ def _in_submit_order(jobs: list[JobView]) -> bool:
 _submit_time = operator.attrgetter("submit_time")
 
 
+def _thresholds(value: object) -> tuple[float, ...]:
+    """`thresholds` as given: one number (two queues) or a list of numbers, as a config file or
+    `--policy-option thresholds=3600` / `thresholds=[3600,36000]` gives it; anything else is a
+    ValueError naming the option."""
+    items = value if isinstance(value, (list, tuple)) else [value]
+    out = []
+    for t in items:
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t):
+            raise ValueError(f"thresholds must be a number of GPU-seconds or a list of them, "
+                             f"got {value!r}")
+        out.append(float(t))
+    if not out:
+        raise ValueError("thresholds must not be empty")
+    return tuple(out)
+
+
 @dataclass(frozen=True, kw_only=True)
 class Tiresias:
     name: str = field(default=NAME, init=False)
@@ -143,7 +159,7 @@ class Tiresias:
     _mem: _Memory = field(default_factory=_Memory, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        th = tuple(float(t) for t in self.thresholds)
+        th = _thresholds(self.thresholds)
         if any(t <= 0 for t in th) or list(th) != sorted(set(th)):
             raise ValueError(f"thresholds must be positive and strictly ascending, got {th}")
         if self.promote_knob < 0:

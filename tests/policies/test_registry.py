@@ -44,6 +44,9 @@ def test_oracles_are_the_oracle_ones() -> None:
     ("srtf-oracle", {"margin_s": -1}),
     ("tiresias", {"thresholds": (100.0, 50.0)}),
     ("tiresias", {"thresholds": (0.0,)}),
+    ("tiresias", {"thresholds": "4"}),
+    ("tiresias", {"thresholds": []}),
+    ("tiresias", {"thresholds": [1, float("nan")]}),
     ("tiresias", {"promote_knob": -1}),
     ("deadline", {"min_gain": 1.0}),
     ("elasticflow", {"resize_cost_s": -5}),
@@ -57,3 +60,10 @@ def test_bad_option_values_are_refused(name: str, options: dict[str, float]) -> 
 def test_tiresias_accepts_thresholds_as_list() -> None:
     p = policies.make("tiresias", thresholds=[100, 1000])
     assert p.thresholds == (100.0, 1000.0)  # type: ignore[attr-defined]
+
+
+def test_tiresias_accepts_one_threshold_as_a_number() -> None:
+    """`policy_options = ["thresholds=4"]` gives the number 4: two queues (before: a TypeError
+    that left the daemon on its fallback policy)."""
+    p = policies.make("tiresias", thresholds=4)
+    assert p.thresholds == (4.0,)  # type: ignore[attr-defined]
