@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import NewType, Protocol
 
+from slurm_rl.checks import MAX_EPOCH, MAX_INT, check_int, check_number
 from slurm_rl.states import JobState, NodeState, ServiceClass
-from slurm_rl.submit.tags import MAX_EPOCH, MAX_INT, check_int, check_number
 
 JobId = NewType("JobId", str)
 NodeName = NewType("NodeName", str)

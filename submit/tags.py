@@ -3,7 +3,8 @@
 This is the write half of the comment codec (the format is described in `intent.py`, which
 re-exports everything here and adds the decoder). It lives apart because `rlsbatch` runs it on
 every submission and must start fast: importing `slurm_rl.core` (dataclasses, typing) or even
-`re` costs more than sbatch itself takes on an idle controller. So: no imports at all.
+`re` costs more than sbatch itself takes on an idle controller. So: no imports but the
+builtins-only bounds module (`slurm_rl.checks`).
 """
 
 from __future__ import annotations
@@ -17,19 +18,22 @@ PROGRESS_RESERVE_BYTES = 70
 """Room kept free at submission for the longest progress tag a job may add later
 (`{rlp:<16 digits>/<16 digits>@<9>;t=<10 digits>}` is 62 bytes)."""
 
-# --- Bounds on every number a user gives (rlsbatch, progress, the comment, the dataclasses) ---
-# A number from a user becomes a SQLite INTEGER, a float, a timestamp and an scontrol argument:
-# each must be small enough for all of them, and only ASCII digits are digits (int() and
-# str.isdigit() also take '١', '５' or '²').
-MAX_INT = 2**53 - 1
-"""The largest whole number taken from a user (steps, batch size): exact as a float too."""
-MAX_DIGITS = len(str(MAX_INT))
+# --- Bounds on every number a user gives: slurm_rl/checks.py (re-exported here) ---
+from slurm_rl.checks import (  # noqa: E402,F401 (re-exported: the codec's public names)
+    MAX_DIGITS,
+    MAX_EPOCH,
+    MAX_INT,
+    MIN_EPOCH,
+    CommentError,
+    ascii_float,
+    ascii_int,
+    check_int,
+    check_number,
+    read_digits,
+)
+
 MAX_GPUS = 4096
 """The most GPUs a range may name; the daemon clamps to the partition's real limits."""
-MIN_EPOCH = 946_684_800
-"""2000-01-01T00:00:00Z: the earliest deadline a comment may carry."""
-MAX_EPOCH = 4_102_444_800
-"""2100-01-01T00:00:00Z: the latest deadline or report time anything may carry."""
 RLSBATCH_HORIZON_S = 315_576_000
 """rlsbatch refuses a deadline more than 10 years ahead (the daemon applies the site's own,
 shorter horizon)."""
@@ -39,59 +43,10 @@ def brief(text: str, limit: int = 40) -> str:
     """`text` cut to `limit` characters, for an error message."""
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
-
-def read_digits(text: str) -> int | None:
-    """The value of `text` if it is ASCII digits only, with anything above MAX_INT read as
-    MAX_INT + 1 (too large, and never a huge int to compute with); None if not digits."""
-    if not (text.isascii() and text.isdigit()):  # in ASCII, only 0-9 are digits
-        return None
-    significant = text.lstrip("0")
-    return int(significant or "0") if len(significant) <= MAX_DIGITS else MAX_INT + 1
-
-
-def ascii_int(text: str, lo: int = 0, hi: int = MAX_INT) -> int | None:
-    """`text` as a whole number if it is ASCII digits only and lies in lo..hi, else None."""
-    if not (len(text) <= MAX_DIGITS and text.isascii() and text.isdigit()):
-        return None
-    value = int(text)
-    return value if lo <= value <= hi else None
-
-
-def ascii_float(text: str, lo: float = 0.0, hi: float = MAX_INT) -> float | None:
-    """`text` as a finite number in lo..hi if it is written with ASCII digits, '.', 'e' and
-    signs only (as `%g` writes it; no 'nan', 'inf', '_' or Unicode digits), else None."""
-    if not 0 < len(text) <= 32:
-        return None
-    for ch in text:
-        if ch not in "0123456789.eE+-":
-            return None
-    try:
-        value = float(text)
-    except ValueError:
-        return None
-    return value if lo <= value <= hi else None  # NaN fails both comparisons
-
-
-def check_int(name: str, value: object, lo: int = 0, hi: int = MAX_INT) -> None:
-    """Raise CommentError unless `value` is an int (not a bool) in lo..hi."""
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise CommentError(f"{name}: {value!r} is not a whole number in {lo}..{hi}")
-
-
-def check_number(name: str, value: object, lo: float = 0.0, hi: float = MAX_INT) -> None:
-    """Raise CommentError unless `value` is a finite int or float (not a bool) in lo..hi."""
-    if (isinstance(value, bool) or not isinstance(value, (int, float))
-            or not lo <= value <= hi):
-        raise CommentError(f"{name}: {value!r} is not a finite number in {lo:g}..{hi:g}")
-
 SERVICE_CLASSES = ("critical", "standard", "besteffort")
 """The values of `slurm_rl.core.ServiceClass` (a test keeps the two equal)."""
 
 _MODEL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-
-
-class CommentError(ValueError):
-    """A comment or intent that can not be encoded or decoded."""
 
 
 def normalize_service_class(text: str) -> str:

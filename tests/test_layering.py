@@ -36,10 +36,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("executor", ("slurm_rl.executor",)),
     ("policies", ("slurm_rl.policies",)),
     ("adapters", ("slurm_rl.slurm", "slurm_rl.db", "slurm_rl.submit.intent",
-                  "slurm_rl.progress")),
+                  "slurm_rl.submit.tags", "slurm_rl.submit", "slurm_rl.progress")),
     ("core", ("slurm_rl.core", "slurm_rl.states", "slurm_rl.checks", "slurm_rl.config",
-              "slurm_rl.params", "slurm_rl.perfmodel", "slurm_rl.gpu_extra",
-              "slurm_rl.submit.tags", "slurm_rl.submit", "slurm_rl")),
+              "slurm_rl.params", "slurm_rl.perfmodel", "slurm_rl.gpu_extra", "slurm_rl")),
 )
 
 MAY_USE: dict[str, frozenset[str]] = {
