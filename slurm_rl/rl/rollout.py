@@ -153,7 +153,7 @@ def config_dict(cfg: ModelConfig) -> dict[str, Any]:
 
 def run_task(args: tuple[Any, ...]) -> Any:
     """One worker task, `(name, *arguments)` with name "collect" or "evaluate_episode": what
-    the trainer hands its executor (rl/executor.py), in-process, to a process or to a Slurm
+    the trainer hands its executor (slurm_rl/executor.py), in-process, to a process or to a Slurm
     job alike."""
     name, *rest = args
     if name not in ("collect", "evaluate_episode"):

@@ -1,6 +1,6 @@
 """`slurm-rl train`: PPO over `SchedulingEnv`, CleanRL's ppo_continuous_action read top to
 bottom (docs/rl.md, "Agent"): config -> seeding -> scenarios -> network -> imitation warm start
--> loop (rollouts through an executor: local processes or Slurm jobs, rl/executor.py; GAE,
+-> loop (rollouts through an executor: local processes or Slurm jobs, slurm_rl/executor.py; GAE,
 clipped PPO epochs, periodic validation, best checkpoint kept) -> learning curve (CSV + PNG).
 `--from-db DB --init CKPT` fine-tunes a checkpoint on the jobs the daemon recorded
 (rl/fromdb.py; docs/rl.md, "Update scheme on a live cluster").
@@ -34,18 +34,18 @@ import click
 import numpy as np
 import torch
 
-from slurm_rl.gittins_table import HELD_OUT
-from slurm_rl.params import describe, helped
-from slurm_rl.rl import fromdb, rollout
-from slurm_rl.rl import model as rl_model
-from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.executor import (
+from slurm_rl.executor import (
     ExecutorError,
     LocalRunner,
     TaskRunner,
     executor_options,
     runner_from_cli,
 )
+from slurm_rl.gittins_table import HELD_OUT
+from slurm_rl.params import describe, helped
+from slurm_rl.rl import fromdb, rollout
+from slurm_rl.rl import model as rl_model
+from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.rl.features import TEACHERS
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
 from slurm_rl.sim.config import from_table
@@ -130,7 +130,7 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
     """Train; keep the best validated checkpoint at `out`, the curve at out.with_suffix
     ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...).
 
-    `runner` runs the rollouts and validation episodes (rl/executor.py; default: `cfg.workers`
+    `runner` runs the rollouts and validation episodes (slurm_rl/executor.py; default: `cfg.workers`
     local processes, closed at the end; a given one is the caller's to close). `init`: start
     from this checkpoint's network (its ModelConfig wins over cfg's; no imitation) instead of
     fresh weights; iteration 0 then validates it unchanged, so the kept checkpoint is never

@@ -24,7 +24,7 @@ Writes results.json (every run's metrics), results.md (a table: mean over seeds)
     promote_knob = 8.0
 
 Unknown keys are rejected with the list of valid ones. Runs go to `--workers` local processes,
-or with `--executor slurm` to one Slurm job array (rl/executor.py); the results are the same.
+or with `--executor slurm` to one Slurm job array (slurm_rl/executor.py); the results are the same.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from typing import Any
 import click
 
 from slurm_rl import policies
-from slurm_rl.rl.executor import (
+from slurm_rl.executor import (
     ExecutorError,
     ExecutorKind,
     TaskRunner,
@@ -162,7 +162,7 @@ def plan(sc: Scenarios) -> list[Task]:
 def run_all(tasks: list[Task], workers: int, progress: bool = True,
             runner: TaskRunner | None = None) -> list[dict[str, Any]]:
     """Every task's result, in order: in this process, `workers` processes, or through
-    `runner` (rl/executor.py: Slurm jobs, one job array for all tasks)."""
+    `runner` (executor.py: Slurm jobs, one job array for all tasks)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
     if runner is not None:

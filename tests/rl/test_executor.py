@@ -1,6 +1,6 @@
-"""The executor layer without Slurm (rl/executor.py): the squeue parser on output recorded from
-the test cluster, the local runner, and the CLI's usage errors. The Slurm runner itself is
-tested on the real cluster in test_executor_slurm.py."""
+"""The executor layer without Slurm (slurm_rl/executor.py): the squeue parser on output
+recorded from the test cluster, the local runner, and the CLI's usage errors. The Slurm runner
+itself is tested on the real cluster in test_executor_slurm.py."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from slurm_rl.rl.executor import LocalRunner, _task_error, parse_squeue_states
+from slurm_rl.executor import LocalRunner, _task_error, parse_squeue_states
 from slurm_rl.sim.evaluate import evaluate
 from slurm_rl.states import JobState
 

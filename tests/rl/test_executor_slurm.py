@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from slurm_rl.rl.executor import ExecutorError, LocalRunner, SlurmOptions, SlurmRunner
+from slurm_rl.executor import ExecutorError, LocalRunner, SlurmOptions, SlurmRunner
 from slurm_rl.sim.evaluate import evaluate
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
