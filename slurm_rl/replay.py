@@ -165,7 +165,7 @@ def replay(since_text: str, policy: str, policy_option: tuple[str, ...], managed
     """Replay the jobs the daemon recorded under another policy, next to what happened."""
     from slurm_rl import policies
     from slurm_rl.daemon.cli import parse_policy_options
-    from slurm_rl.daemon.readonly import ReadOnlyError, database_path, read_only_session
+    from slurm_rl.db.readonly import ReadOnlyError, database_path, read_only_session
     from slurm_rl.sim.recorded import read_recorded
 
     try:

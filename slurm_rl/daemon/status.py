@@ -3,7 +3,7 @@
 One row per pending job in the daemon's order (its latest recorded rank, GPU count and reason),
 then the running jobs; each with its class, deadline slack (deadline minus predicted finish),
 and a predicted start and finish (forecast.py). The database is opened read-only
-(readonly.py): no write access is needed, and a file the user may not read is one line.
+(db/readonly.py): no write access is needed, and a file the user may not read is one line.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.core import JobState
 from slurm_rl.daemon.forecast import Running, Waiting, forecast
-from slurm_rl.daemon.readonly import ReadOnlyError, database_path, read_only_session
 from slurm_rl.db.kinds import EntryKind
 from slurm_rl.db.models import DecisionEntry, DecisionRow, Job, JobProgress, Node
+from slurm_rl.db.readonly import ReadOnlyError, database_path, read_only_session
 
 FORECAST_MAX = 2000
 """Jobs forecast at most (the plan is quadratic); later ranks show no prediction."""

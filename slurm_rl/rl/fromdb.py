@@ -20,7 +20,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from slurm_rl.daemon.readonly import ReadOnlyError, read_only_session
+from slurm_rl.db.readonly import ReadOnlyError, read_only_session
 from slurm_rl.sim.recorded import RecordedTrace, read_recorded
 from slurm_rl.sim.trace import TraceJob
 

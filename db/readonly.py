@@ -1,4 +1,5 @@
-"""Opening the daemon's database read-only, for `slurm-rl status` and `slurm-rl replay`.
+"""Opening the daemon's database read-only: for `slurm-rl status`, `slurm-rl replay` and the
+trainer's history (rl/fromdb.py), which read it without the daemon.
 
 Any user may run those commands: the file is opened with SQLite's `mode=ro`, so a reader never
 writes to it, never creates it, never migrates it, and never needs write access to it or its
@@ -36,7 +37,7 @@ def database_path(config_file: Path | None, db_path: Path | None) -> Path:
 @contextmanager
 def read_only_session(path: Path) -> Iterator[Session]:
     """A session on `path` opened read-only; ReadOnlyError when it can not be used."""
-    from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
+    from .guard import DatabaseError, FileKind, describe_error, inspect_file
 
     try:
         status = inspect_file(path, write=False)
