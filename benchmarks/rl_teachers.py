@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobView
-from slurm_rl.gittins_table import TRAINING_TRACES
 from slurm_rl.policies.ordering import managed_pending
 from slurm_rl.policies.preemption import may_preempt
 from slurm_rl.policies.rl import preempt_by_work, remaining_work
@@ -35,6 +34,7 @@ from slurm_rl.rl.train import read_scenarios
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.metrics import summary
 from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path, simulate
+from slurm_rl.splits import TRAINING_TRACES
 
 TRAIN_TOML = Path(__file__).resolve().parents[1] / "docs" / "rl" / "train.toml"
 

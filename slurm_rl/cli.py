@@ -18,7 +18,7 @@ _COMMANDS: dict[str, str] = {
     "simulate": "slurm_rl.sim.cli:simulate",
     "evaluate": "slurm_rl.sim.evaluate:evaluate",
     "policies": "slurm_rl.cli:policies_command",
-    "gittins-table": "slurm_rl.gittins_table:gittins_table",
+    "gittins-table": "slurm_rl.sim.gittins_build:gittins_table",
     "train": "slurm_rl.rl.train:train_command",
     "inference": "slurm_rl.inference.cli:inference",
     "plan": "slurm_rl.inference.slurm_plan:plan_command",

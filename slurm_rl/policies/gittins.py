@@ -3,8 +3,9 @@
 Non-clairvoyant, after the Gittins-index policy Tiresias (Gu et al., NSDI'19) builds on, here
 per job rather than in discretised queues: a job's priority is G(a) / GPUs, with G the Gittins
 index (1/s) of the duration distribution of the training traces' jobs in the job's GPU-count
-bucket (`slurm_rl.gittins_table`, shipped and rebuilt by `slurm-rl gittins-table build`), and a
-its attained run time at its current count. Higher priority first; ties by submit time.
+bucket (`slurm_rl.policies.gittins_table`, shipped, and rebuilt by `slurm-rl gittins-table
+build`), and a its attained run time at its current count. Higher priority first; ties by
+submit time.
 
 Attained run time is what a live cluster shows: attained_gpu_s / gpus (GPU-seconds held, across
 restarts) minus `restart_cost_s` per restart (time held without progress); never a true
@@ -31,10 +32,10 @@ from heapq import heapify, heappop, heappush
 from operator import attrgetter
 from typing import Any
 
-from slurm_rl import gittins_table
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobState, JobView, id_key
-from slurm_rl.gittins_table import GittinsTable
+from slurm_rl.policies import gittins_table
 from slurm_rl.policies.capacity import Capacity
+from slurm_rl.policies.gittins_table import GittinsTable
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders
 from slurm_rl.policies.preemption import plan_preemptions_by_prefix

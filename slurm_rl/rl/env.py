@@ -30,7 +30,6 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from slurm_rl.core import ClusterSnapshot, Decision
-from slurm_rl.gittins_table import TRAINING
 from slurm_rl.rl.action import decision_from_scores
 from slurm_rl.rl.features import (
     FEATURE_BOUND,
@@ -44,6 +43,7 @@ from slurm_rl.sim import trace as tr
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import DecisionPoint, Simulator
 from slurm_rl.sim.run import load_jobs, resolve_trace_path
+from slurm_rl.splits import TRAINING
 
 Obs = dict[str, npt.NDArray[Any]]
 
@@ -67,7 +67,7 @@ class Scenario:
 
 
 def default_scenarios(jobs: int = 400) -> tuple[Scenario, ...]:
-    """Windows of `jobs` jobs from the TRAINING clusters only (`gittins_table.TRAINING`; the
+    """Windows of `jobs` jobs from the TRAINING clusters only (`splits.TRAINING`; the
     held-out ones are for evaluation), at loads 0.8 and 1.0: with 400 jobs an episode takes
     0.05-0.3 s of CPU with a random agent (10-400 decision points)."""
     out = []

@@ -35,8 +35,8 @@ from operator import attrgetter
 import numpy as np
 import numpy.typing as npt
 
-from slurm_rl import gittins_table
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, ServiceClass, id_key
+from slurm_rl.policies import gittins_table
 from slurm_rl.policies.estimates import estimate_remaining
 
 JOB_FEATURES: tuple[str, ...] = (

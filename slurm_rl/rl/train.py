@@ -16,7 +16,7 @@ The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's):
     seeds = [0]
     [[validation]]          # same keys; windows or clusters training does not see
 
-HELD_OUT clusters (`gittins_table.HELD_OUT`) are refused in both: they are for evaluation only.
+HELD_OUT clusters (`splits.HELD_OUT`) are refused in both: they are for evaluation only.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ from slurm_rl.executor import (
     executor_options,
     runner_from_cli,
 )
-from slurm_rl.gittins_table import HELD_OUT
 from slurm_rl.params import describe, helped
 from slurm_rl.rl import fromdb, rollout
 from slurm_rl.rl import model as rl_model
@@ -49,6 +48,7 @@ from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.rl.features import TEACHERS
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
 from slurm_rl.sim.config import from_table
+from slurm_rl.splits import HELD_OUT
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -189,9 +189,9 @@ class _Memory:
 from dataclasses import dataclass, field
 from typing import Any
 
-from slurm_rl import gittins_table
+from slurm_rl.policies import gittins_table
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView
-from slurm_rl.gittins_table import GittinsTable
+from slurm_rl.policies.gittins_table import GittinsTable
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import managed_pending, orders, submit_key

@@ -1,6 +1,7 @@
-"""`gittins` and its table (slurm_rl/gittins_table.py): the index against hand-worked and
-closed-form answers, the table's round trip and rebuild, the policy on hand-built snapshots,
-and one simulator run on a held-out trace."""
+"""`gittins` and its table (slurm_rl/policies/gittins_table.py; the builder:
+sim/gittins_build.py): the index against hand-worked and closed-form answers, the table's
+round trip and rebuild, the policy on hand-built snapshots, and one simulator run on a held-out
+trace."""
 
 from __future__ import annotations
 
@@ -11,9 +12,11 @@ import pytest
 from click.testing import CliRunner
 from policy_builders import ids, job, nodes, preempted, running, snap
 
-from slurm_rl import gittins_table as gt
+from slurm_rl import splits
 from slurm_rl.core import JobState
+from slurm_rl.policies import gittins_table as gt
 from slurm_rl.policies import make
+from slurm_rl.sim import gittins_build as gb
 
 # --- the index ---------------------------------------------------------------------------------
 
@@ -144,14 +147,14 @@ def test_shipped_table_is_what_the_command_builds(tmp_path: Path) -> None:
     """The builder is deterministic and the shipped file is current: rebuilding from the
     training clusters (never a held-out one) gives the shipped bytes."""
     out = tmp_path / "a.csv"
-    r = CliRunner().invoke(gt.build_command, ["--out", str(out)])
+    r = CliRunner().invoke(gb.build_command, ["--out", str(out)])
     assert r.exit_code == 0, r.output
     assert out.read_text() == gt.shipped_path().read_text()
-    assert gt.dumps(gt.from_traces(gt.TRAINING_TRACES)) == out.read_text()
+    assert gt.dumps(gb.from_traces(splits.TRAINING_TRACES)) == out.read_text()
     text = out.read_text()
     assert "Built by: slurm-rl gittins-table build --traces data:itp-deadline-cluster01" in text
-    assert not any(f"cluster{c}" in text for c in gt.HELD_OUT)
-    assert not set(gt.TRAINING) & set(gt.HELD_OUT)
+    assert not any(f"cluster{c}" in text for c in splits.HELD_OUT)
+    assert not set(splits.TRAINING) & set(splits.HELD_OUT)
 
 
 def test_shipped_table_has_enough_samples_per_bucket() -> None:
@@ -162,7 +165,7 @@ def test_shipped_table_has_enough_samples_per_bucket() -> None:
 
 
 def test_building_from_a_held_out_trace_warns(tmp_path: Path) -> None:
-    r = CliRunner().invoke(gt.build_command, [
+    r = CliRunner().invoke(gb.build_command, [
         "--traces", "data:itp-deadline-cluster10.csv", "--points", "5",
         "--out", str(tmp_path / "x.csv")])
     assert "held-out" in r.output or "held-out" in (r.stderr if r.stderr_bytes else "")

@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
-from slurm_rl.gittins_table import HELD_OUT, TRAINING
 from slurm_rl.rl.env import Scenario, SchedulingEnv, default_scenarios
 from slurm_rl.rl.features import FeatureConfig
 from slurm_rl.sim import engine, snapshots
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.run import resolve_trace_path
+from slurm_rl.splits import HELD_OUT, TRAINING
 
 SMALL = Scenario(trace="data:itp-deadline-cluster06.csv", window="0:60", load=1.5)
 """60 jobs of a TRAINING cluster, about 40 decision points."""

@@ -1,15 +1,15 @@
-"""The Gittins-index table of the `gittins` policy: the index of a job's attained service, per
-GPU-count bucket, from the duration distribution of the TRAINING traces; and the command that
-rebuilds it (`slurm-rl gittins-table build`).
+"""The Gittins-index table of the `gittins` policy (and of the `rl` policy's Gittins prior
+feature): the index of a job's attained service, per GPU-count bucket, from the duration
+distribution of the TRAINING traces (`slurm_rl.splits`). This module reads and computes the
+table; the command that rebuilds it from traces by simulation (`slurm-rl gittins-table build`)
+lives on the simulator's side, `slurm_rl/sim/gittins_build.py`, so that no policy imports the
+simulator.
 
 For a job of duration S (seconds at its GPU count) that has run for a seconds, the Gittins index
 is G(a) = max over D > 0 of P(S - a <= D | S > a) / E[min(S - a, D) | S > a] (1/s): the best
 completion probability per second of further service. Over an empirical distribution the max is
 reached at D = x - a for a sample x > a (between samples the numerator is flat and the
 denominator grows), so it is found exactly in one pass over the sorted samples.
-
-The data split for all learned or fitted policies is fixed here: `TRAINING` clusters only build
-tables or train; `HELD_OUT` ones are for evaluation only.
 """
 
 from __future__ import annotations
@@ -21,14 +21,6 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from pathlib import Path
-
-import click
-
-TRAINING: tuple[str, ...] = ("01", "03", "05", "06", "08")
-"""ITP clusters (slurm_rl/data/traces/itp-deadline-clusterNN.csv) tables and training use."""
-HELD_OUT: tuple[str, ...] = ("02", "04", "09", "10")
-"""ITP clusters never used to build or train anything: evaluation only."""
-TRAINING_TRACES: tuple[str, ...] = tuple(f"data:itp-deadline-cluster{c}.csv" for c in TRAINING)
 
 BUCKETS: tuple[tuple[int, int | None], ...] = ((1, 1), (2, 2), (3, 4), (5, 8), (9, 16), (17, None))
 """GPU-count buckets (lowest, highest or None). The training traces hold at least 115 jobs in
@@ -224,62 +216,3 @@ def shipped_path() -> Path:
 def shipped() -> GittinsTable:
     """The table shipped in the package (read once per process)."""
     return read(shipped_path())
-
-
-def from_traces(traces: Sequence[str], fmt: str = "itp-deadline",
-                points: int = POINTS) -> GittinsTable:
-    """Build from trace files (or data:NAME), each job's (GPU count, duration)."""
-    from slurm_rl.sim.run import load_jobs, resolve_trace_path
-
-    pairs: list[tuple[int, float]] = []
-    for t in traces:
-        pairs += [(j.gpus, j.duration) for j in load_jobs(resolve_trace_path(t), fmt)]
-    cmd = "slurm-rl gittins-table build" + "".join(f" --traces {t}" for t in traces)
-    if fmt != "itp-deadline":
-        cmd += f" --format {fmt}"
-    if points != POINTS:
-        cmd += f" --points {points}"
-    header = (
-        "Gittins index of attained service per GPU-count bucket (policy `gittins`).",
-        f"Built by: {cmd}",
-        f"From {len(pairs)} jobs of: {', '.join(traces)}",
-        f"index_per_s = max over D >= {QUANTUM_S:g} s of P(S-a <= D | S>a) / "
-        "E[min(S-a, D) | S>a], S = trace duration (s) at the job's GPU count, a = attained_s;",
-        f"rows with fewer than {MIN_SURVIVORS} survivors hold the bucket's lowest index.",
-    )
-    return build(pairs, header, points)
-
-
-@click.group("gittins-table")
-def gittins_table() -> None:
-    """The Gittins-index table of the `gittins` policy."""
-
-
-@click.command("build")
-@click.option("--traces", "traces", multiple=True,
-              help="Trace file or data:NAME (repeatable). Default: the training clusters "
-                   f"{', '.join(TRAINING)} (never the held-out {', '.join(HELD_OUT)}).")
-@click.option("--format", "fmt", default="itp-deadline", show_default=True,
-              type=click.Choice(["itp", "itp-deadline", "philly", "swf"]))
-@click.option("--points", type=click.IntRange(min=3), default=POINTS, show_default=True,
-              help="Grid points per bucket.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output CSV. Default: the shipped table in the package.")
-def build_command(traces: tuple[str, ...], fmt: str, points: int, out: Path | None) -> None:
-    """Rebuild the table from traces (deterministic: same traces, same bytes)."""
-    chosen = traces or TRAINING_TRACES
-    held = [t for t in chosen if any(f"cluster{c}" in t for c in HELD_OUT)]
-    if held:
-        click.echo(f"warning: held-out trace(s) {', '.join(held)} used to build the table",
-                   err=True)
-    table = from_traces(chosen, fmt, points)
-    path = out or shipped_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(dumps(table))
-    for c in table.curves:
-        click.echo(f"bucket {c.label:>5}: {c.samples:6d} jobs, index {c.index[0]:.3g}/s at 0 "
-                   f"-> {c.index[-1]:.3g}/s at {c.attained[-1]:.0f} s")
-    click.echo(f"wrote {path}")
-
-
-gittins_table.add_command(build_command)
