@@ -1,7 +1,8 @@
-"""Time of the RL policy's shared path on a large queue: `rl.features.features` (observation)
-and `rl.features.decision_from_scores` (scores -> Decision) on the plain `ClusterSnapshot` of
-bench_decide.py (10,000 pending jobs, 200 running, 64 nodes x 8 GPUs). Prints ms (CPU, best
-of --repeat); the target is well under 100 ms. The network's own time is not included.
+"""Time of the RL policy's shared path on a large queue: `policies.rl.features.features`
+(observation) and `policies.rl.action.decision_from_scores` (scores -> Decision) on the plain
+`ClusterSnapshot` of bench_decide.py (10,000 pending jobs, 200 running, 64 nodes x 8 GPUs).
+Prints ms (CPU, best of --repeat); the target is well under 100 ms. The network's own time is
+not included.
 
     .venv/bin/python benchmarks/bench_features.py
     .venv/bin/python benchmarks/bench_features.py --pending 20000 --max-jobs 128
@@ -15,8 +16,8 @@ import time
 import numpy as np
 from bench_decide import build_snapshot
 
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import FeatureConfig, features
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.features import FeatureConfig, features
 
 
 def main() -> None:

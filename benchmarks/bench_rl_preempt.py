@@ -1,4 +1,4 @@
-"""The preemptive `rl` (`policies/rl_preempt.py`, docs/rl.md "Preemption"): its decision time on
+"""The preemptive `rl` (`policies/rl/preempting.py`, docs/rl.md "Preemption"): its decision time on
 bench_decide's 10,000-job snapshot, and where its time goes in bench_sim's 100k-job run.
 Prints figures; not a timed test.
 
@@ -25,8 +25,8 @@ from bench_decide import build_snapshot
 from bench_sim import build_trace
 
 from slurm_rl import policies
-from slurm_rl.policies import rl_preempt
-from slurm_rl.rl import features
+from slurm_rl.policies.rl import features
+from slurm_rl.policies.rl import preempting as rl_preempt
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator

@@ -1,6 +1,6 @@
 """The imitation teachers of `slurm-rl train` compared by simulation on the TRAINING clusters
 (docs/rl.md, "Prior and teacher"): each ranks the shown pending jobs by one job feature column
-(`rl.features.TEACHERS`, lowest first; "fifo": oldest first), no preemption, through the
+(`policies.rl.features.TEACHERS`, lowest first; "fifo": oldest first), no preemption, through the
 training environment. Prints the average JCT (s) and GPU utilisation per scenario and the
 means. Reads no HELD_OUT cluster.
 
@@ -28,8 +28,8 @@ from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobView
 from slurm_rl.policies.ordering import managed_pending
 from slurm_rl.policies.preemption import may_preempt
 from slurm_rl.policies.rl import preempt_by_work, remaining_work
+from slurm_rl.policies.rl.features import TEACHERS, FeatureConfig, teacher_column
 from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.features import TEACHERS, FeatureConfig, teacher_column
 from slurm_rl.rl.train import read_scenarios
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.metrics import summary

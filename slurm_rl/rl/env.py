@@ -4,8 +4,8 @@
 One episode replays one scenario (a trace window on a cluster sized for a load, a seed), drawn
 from the env's list at every `reset` with the env's seeded generator. A step is one decision
 point of the engine (`Simulator.step`): the agent sees the snapshot's features
-(`rl/features.py`, the same code the live `rl` policy runs) and answers with a score per job
-slot and a GPU choice per slot, which become the Decision the engine applies.
+(`policies/rl/features.py`, the same code the live `rl` policy runs) and answers with a score
+per job slot and a GPU choice per slot, which become the Decision the engine applies.
 
 The agent is an order-only policy (it declares no capability): the engine's skip rule asks it
 only where an order could change something, and never binds it the oracle of true durations.
@@ -30,8 +30,8 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from slurm_rl.core import ClusterSnapshot, Decision
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import (
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.features import (
     FEATURE_BOUND,
     N_CLUSTER_FEATURES,
     N_JOB_FEATURES,

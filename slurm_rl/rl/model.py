@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from slurm_rl.rl.features import N_CLUSTER_FEATURES, N_JOB_FEATURES
+from slurm_rl.policies.rl.features import N_CLUSTER_FEATURES, N_JOB_FEATURES
 
 
 @dataclass(frozen=True, kw_only=True)

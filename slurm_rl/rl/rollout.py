@@ -13,8 +13,8 @@ import numpy as np
 import numpy.typing as npt
 import torch
 
+from slurm_rl.policies.rl.features import FeatureConfig, teacher_column
 from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.features import FeatureConfig, teacher_column
 from slurm_rl.rl.model import JobScorer, ModelConfig
 
 Arrays = dict[str, npt.NDArray[Any]]

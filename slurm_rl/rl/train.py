@@ -42,10 +42,10 @@ from slurm_rl.executor import (
     runner_from_cli,
 )
 from slurm_rl.params import describe, helped
+from slurm_rl.policies.rl.features import TEACHERS
 from slurm_rl.rl import fromdb, rollout
 from slurm_rl.rl import model as rl_model
 from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.features import TEACHERS
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
 from slurm_rl.sim.config import from_table
 from slurm_rl.splits import HELD_OUT

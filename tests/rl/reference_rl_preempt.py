@@ -1,7 +1,7 @@
 """The straightforward preempting `rl` (as first shipped, commit 9cf74db): at every decision
 point where a managed pending job fits or one arrived, it scores every pending job shown and
 every preemptable running job in one network call and plans over the whole queue. The
-reference the bounded policy (`policies/rl_preempt.py`) is compared against; not a fake: the
+reference the bounded policy (`policies/rl/preempting.py`) is compared against; not a fake: the
 same network, features and planner."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from slurm_rl.core import ClusterSnapshot, Decision, JobView
 from slurm_rl.policies.capacity import Capacity, job_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
 from slurm_rl.policies.rl import LearnedOrder
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import features, running_rows
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.features import features, running_rows
 
 
 @dataclass(frozen=True, kw_only=True)

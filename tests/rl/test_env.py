@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 
+from slurm_rl.policies.rl.features import FeatureConfig
 from slurm_rl.rl.env import Scenario, SchedulingEnv, default_scenarios
-from slurm_rl.rl.features import FeatureConfig
 from slurm_rl.sim import engine, snapshots
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.run import resolve_trace_path

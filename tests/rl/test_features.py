@@ -1,5 +1,5 @@
-"""rl/features.py: the observation and the action -> Decision path shared by the env and the
-live `rl` policy (plain ClusterSnapshots, as the daemon builds them)."""
+"""policies/rl/features.py: the observation and the action -> Decision path shared by the env
+and the live `rl` policy (plain ClusterSnapshots, as the daemon builds them)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from slurm_rl.core import (
     Progress,
     ServiceClass,
 )
-from slurm_rl.rl.action import decision_from_scores, gpus_from_choice
-from slurm_rl.rl.features import (
+from slurm_rl.policies.rl.action import decision_from_scores, gpus_from_choice
+from slurm_rl.policies.rl.features import (
     CLUSTER_FEATURES,
     JOB_FEATURES,
     N_CLUSTER_FEATURES,
@@ -157,7 +157,7 @@ def test_stated_remaining_time_columns_are_what_sjf_can_know() -> None:
 
 
 def test_teacher_columns() -> None:
-    from slurm_rl.rl.features import TEACHERS, teacher_column
+    from slurm_rl.policies.rl.features import TEACHERS, teacher_column
 
     assert all(JOB_FEATURES[teacher_column(t)] == t for t in TEACHERS)
     with pytest.raises(ValueError, match="unknown teacher 'oracle'"):

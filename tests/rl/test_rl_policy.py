@@ -1,4 +1,4 @@
-"""The `rl` policy (policies/rl.py): checkpoint round trip with weights_only=True, one clear
+"""The `rl` policy (policies/rl/): checkpoint round trip with weights_only=True, one clear
 RLPolicyError line for a missing or corrupt checkpoint and for a network that returns NaN, and
 the same Decision as the env's decision_from_scores."""
 
@@ -21,9 +21,9 @@ from slurm_rl.core import (  # noqa: E402
     NodeView,
 )
 from slurm_rl.policies.rl import RLPolicyError, default_checkpoint  # noqa: E402
+from slurm_rl.policies.rl.action import decision_from_scores  # noqa: E402
+from slurm_rl.policies.rl.features import FeatureConfig, features  # noqa: E402
 from slurm_rl.rl import model as rl_model  # noqa: E402
-from slurm_rl.rl.action import decision_from_scores  # noqa: E402
-from slurm_rl.rl.features import FeatureConfig, features  # noqa: E402
 
 
 def _snap() -> ClusterSnapshot:
@@ -106,7 +106,7 @@ def test_an_empty_queue_is_an_empty_order() -> None:
 def test_a_checkpoint_with_fewer_job_features_reads_the_leading_columns(tmp_path: Path) -> None:
     # Columns are only ever appended to features.JOB_FEATURES: a network trained before a
     # column was added reads the columns it knew (rl/model.py), so older checkpoints still load.
-    from slurm_rl.rl.features import N_JOB_FEATURES
+    from slurm_rl.policies.rl.features import N_JOB_FEATURES
 
     torch.manual_seed(1)
     old = rl_model.JobScorer(rl_model.ModelConfig(hidden=16, max_jobs=8,
@@ -122,3 +122,38 @@ def test_a_checkpoint_with_fewer_job_features_reads_the_leading_columns(tmp_path
              torch.from_numpy(f.cluster_feats).expand(8, -1)], -1))).squeeze(-1)
     d = policies.make("rl", checkpoint=str(path)).decide(s)
     assert d == decision_from_scores(s, f.shown_ids, want.numpy())
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "world-writable", "other-owner", "huge"])
+def test_an_unsafe_checkpoint_path_is_refused_without_reading(tmp_path: Path, kind: str) -> None:
+    """The daemon runs as root: a checkpoint path replaced by a FIFO must not hang it (before:
+    the SIGHUP reload blocked on the read forever), and a file someone else can write is not
+    believed, as the database is not."""
+    import os
+
+    good = tmp_path / "good.pt"
+    rl_model.save(_net(), good)
+    path = tmp_path / f"{kind}.pt"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "symlink":
+        path.symlink_to(good)
+    elif kind == "world-writable":
+        path.write_bytes(good.read_bytes())
+        path.chmod(0o666)
+    elif kind == "other-owner":
+        if os.geteuid() != 0:
+            pytest.skip("chown to another user needs root")
+        path.write_bytes(good.read_bytes())
+        os.chown(path, 65534, -1)
+    else:
+        with path.open("wb") as f:
+            f.truncate(65 * 2**20)  # sparse: nothing is written
+    with pytest.raises(RLPolicyError, match="does not load") as err:
+        policies.make("rl", checkpoint=str(path))
+    assert "\n" not in str(err.value)
+    want = {"fifo": "not a regular file", "symlink": "symbolic link",
+            "world-writable": "writable by group or others", "other-owner": "owned by uid 65534",
+            "huge": "more than a checkpoint may have"}[kind]
+    assert want in str(err.value)
+    policies.make("rl", checkpoint=str(good))  # the same content at a safe path loads

@@ -1,4 +1,4 @@
-"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl_preempt.py): on by
+"""The preempting form of the `rl` policy (`preempt_margin`, policies/rl/preempting.py): on by
 default; when on, it requeues exactly the running jobs the network scores below a pending job
 by more than the margin (through the preemption planner), except those its guards protect;
 `running_rows` shows a running job's remaining time-limit estimate; a bad margin is one clear
@@ -26,14 +26,14 @@ from slurm_rl.core import (  # noqa: E402
 )
 from slurm_rl.policies.capabilities import CycleState, Gated, OracleReading, Preempting  # noqa: E402
 from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
-from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
-from slurm_rl.rl import model as rl_model  # noqa: E402
-from slurm_rl.rl.features import (  # noqa: E402
+from slurm_rl.policies.rl.features import (  # noqa: E402
     JOB_FEATURES,
     FeatureConfig,
     features,
     running_rows,
 )
+from slurm_rl.policies.rl.preempting import RLPreempting  # noqa: E402
+from slurm_rl.rl import model as rl_model  # noqa: E402
 
 NOW = 1000.0
 

@@ -1,4 +1,4 @@
-"""The bounded preempting `rl` (`policies/rl_preempt.py`) against the straightforward one
+"""The bounded preempting `rl` (`policies/rl/preempting.py`) against the straightforward one
 (`reference_rl_preempt.py`: every running job scored at every decision point), decision point
 by decision point on a real trace window; its guards; its per-episode memory."""
 
@@ -12,7 +12,7 @@ from reference_rl_preempt import StraightforwardRL, nothing_fits  # noqa: E402
 
 from slurm_rl import policies  # noqa: E402
 from slurm_rl.core import Decision  # noqa: E402
-from slurm_rl.policies.rl_preempt import RLPreempting  # noqa: E402
+from slurm_rl.policies.rl.preempting import RLPreempting  # noqa: E402
 from slurm_rl.sim.config import EngineConfig  # noqa: E402
 from slurm_rl.sim.engine import Simulator  # noqa: E402
 from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path, simulate  # noqa: E402
@@ -138,7 +138,7 @@ def test_guard_options_need_preemption() -> None:
 def test_some_rows_are_the_rows_features_gives() -> None:
     """`some_rows` (the arrival check scores only the arriving jobs) gives a job the row and
     the cluster features `features` gives it, so the network scores it alike."""
-    from slurm_rl.rl.features import FeatureConfig, features, pending_in_order, some_rows
+    from slurm_rl.policies.rl.features import FeatureConfig, features, pending_in_order, some_rows
 
     jobs = _jobs()
     sim = Simulator(jobs, StraightforwardRL(), ENGINE)

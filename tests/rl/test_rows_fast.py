@@ -1,8 +1,8 @@
-"""The cheap paths of the `rl` policy's rows and memo (rl/features.py, policies/rl_preempt.py)
-give what the plain ones give: `shown_rows` the first rows of `features`, the row caches the
-same rows when views come back or the cluster changes, `decision_from_scores` its order with
-ties and NaN scores, `Memo.fill` the lists of one `keep` per job, `_one_fits` a fit check of
-every mover."""
+"""The cheap paths of the `rl` policy's rows and memo (policies/rl/features.py,
+policies/rl/preempting.py) give what the plain ones give: `shown_rows` the first rows of
+`features`, the row caches the same rows when views come back or the cluster changes,
+`decision_from_scores` its order with ties and NaN scores, `Memo.fill` the lists of one `keep`
+per job, `_one_fits` a fit check of every mover."""
 
 from __future__ import annotations
 
@@ -14,9 +14,15 @@ import numpy as np
 from slurm_rl.core import ClusterSnapshot, Intent, JobId, JobState, JobView, NodeName, NodeState
 from slurm_rl.core import NodeView as Node
 from slurm_rl.policies.capacity import Capacity, gang_parts
-from slurm_rl.policies.rl_preempt import Memo, _one_fits
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import FeatureConfig, features, pending_in_order, running_rows, shown_rows
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.features import (
+    FeatureConfig,
+    features,
+    pending_in_order,
+    running_rows,
+    shown_rows,
+)
+from slurm_rl.policies.rl.preempting import Memo, _one_fits
 
 
 def _snapshot(rng: random.Random, n_pending: int, t: float, total: int = 4

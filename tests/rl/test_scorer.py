@@ -1,4 +1,4 @@
-"""rl/scorer.py: the numpy forward the `rl` policy decides with gives torch's scores (the
+"""policies/rl/scorer.py: the numpy forward the `rl` policy decides with gives torch's scores (the
 network as trained) within float32 rounding, on the shipped checkpoint and on random weights."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
+from slurm_rl.policies.rl.scorer import NumpyScorer  # noqa: E402
 from slurm_rl.rl import model as rl_model  # noqa: E402
-from slurm_rl.rl.scorer import NumpyScorer  # noqa: E402
 
 
 def _both(net: rl_model.JobScorer, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,11 @@
-"""`rl`: the learned policy (docs/rl.md). Orders pending jobs by the mean score a trained
-`rl.model.JobScorer` gives each, from `rl/features.py`'s observation, through the same
-`decision_from_scores` the training environment uses, so the simulator and the daemon decide as
-training did.
+"""The learned order of pending jobs: `LearnedOrder`, the base of the order-only `RL` and of
+the preemptive `RLPreempting` (preempting.py). The checkpoint's network (checkpoint.py: read
+without the trainer, evaluated in numpy by scorer.py) scores each shown job from features.py's
+observation; action.py turns the scores into the Decision, the same code the training
+environment runs, so the simulator and the daemon decide as training did.
 
-Deterministic (the Gaussian's mean, evaluated in numpy: `rl/scorer.py`). GPU counts
-unchanged. By default (`preempt_margin` 0) `new` builds the PREEMPTIVE form
-(`policies/rl_preempt.py`): running jobs the same network scores below a pending job that does
-not fit by more than the margin are requeued (`plan_preemptions`); with `preempt_margin=none`
-it is order-only and stateless (`RL`).
 `preempt_by_work` here is the imitation teacher's preemption (stated remaining GPU-seconds;
-benchmarks/rl_teachers.py). torch is imported when the policy is built, never when policy names
-are listed, so `rlsbatch` never loads it.
+benchmarks/rl_teachers.py).
 
 A checkpoint that does not load, or a network that returns a non-finite score, raises
 `RLPolicyError` with one line saying why: the daemon catches it and decides with its fallback.
@@ -22,7 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -30,11 +24,11 @@ import numpy.typing as npt
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, id_key
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
-from slurm_rl.policies.options import build
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import FeatureConfig, pending_in_order, shown_rows
-from slurm_rl.rl.scorer import NumpyScorer
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.checkpoint import load as load_checkpoint
+from slurm_rl.policies.rl.features import FeatureConfig, pending_in_order, shown_rows
+from slurm_rl.policies.rl.scorer import NumpyScorer
 
 NAME = "rl"
 
@@ -96,7 +90,7 @@ def preempt_by_work(snapshot: ClusterSnapshot, ranked: Sequence[JobView], margin
 @dataclass(frozen=True, kw_only=True)
 class LearnedOrder:
     """The learned order of pending jobs (the checkpoint's network, lazily loaded): the base of
-    the order-only `RL` and of the preemptive `rl_preempt.RLPreempting`."""
+    the order-only `RL` and of the preemptive `preempting.RLPreempting`."""
 
     name: str = field(default=NAME, init=False)
     checkpoint: str | None = None
@@ -107,25 +101,16 @@ class LearnedOrder:
     def __post_init__(self) -> None:
         path = Path(self.checkpoint) if self.checkpoint else default_checkpoint()
         try:
-            import torch
-
-            from slurm_rl.rl import model as rl_model
-
-            torch.set_num_threads(1)  # a 64-slot MLP: threads only add overhead
-            net, _ = rl_model.load(path)
-            scorer = NumpyScorer.from_state(
-                {k: v.detach().numpy() for k, v in net.state_dict().items()},
-                net.cfg.job_features)
+            loaded = load_checkpoint(path)
         except Exception as exc:  # noqa: BLE001 (any load failure is the same to the daemon)
             why = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise RLPolicyError(f"rl: checkpoint {path} does not load: {why}") from exc
-        object.__setattr__(self, "_net", scorer)
-        object.__setattr__(self, "_fcfg", FeatureConfig(max_jobs=net.cfg.max_jobs))
+        object.__setattr__(self, "_net", loaded.scorer)
+        object.__setattr__(self, "_fcfg", FeatureConfig(max_jobs=loaded.max_jobs))
 
     def scores(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
                now: float) -> npt.NDArray[np.float64]:
-        """The network's scores of `rows` (rl/scorer.py); RLPolicyError if any is not
-        finite."""
+        """The network's scores of `rows` (scorer.py); RLPolicyError if any is not finite."""
         s = self._net.scores(rows, cluster)
         if not np.isfinite(s).all():
             bad = int((~np.isfinite(s)).sum())
@@ -146,19 +131,3 @@ class LearnedOrder:
 @dataclass(frozen=True, kw_only=True)
 class RL(LearnedOrder):
     """Order-only (declares no capability)."""
-
-
-def new(**options: Any) -> LearnedOrder:
-    """Options: checkpoint (the shipped one); preempt_margin (default 0: preemptive,
-    `policies/rl_preempt.py`, with its options rescore_s, max_restarts, protect_gpus and
-    protect_run_s; none: order-only, the network's order of pending jobs alone)."""
-    margin = options.get("preempt_margin", 0.0)
-    if margin is None or margin == "none":
-        rest = {k: v for k, v in options.items() if k != "preempt_margin"}
-        extra = sorted(set(rest) & {"rescore_s", "max_restarts", "protect_gpus", "protect_run_s"})
-        if extra:
-            raise ValueError(f"{', '.join(extra)}: not with preempt_margin=none (order-only)")
-        return build(RL, rest)
-    from slurm_rl.policies import rl_preempt
-
-    return rl_preempt.new(**{**options, "preempt_margin": margin})

@@ -1,6 +1,6 @@
 """What a learned policy sees, shared by the training environment (`rl/env.py`) and the live `rl`
 policy, so the daemon decides exactly as in training (how its action becomes a Decision:
-`rl/action.py`).
+`policies/rl/action.py`).
 
 Pure numpy over a `ClusterSnapshot`: no gymnasium, no torch, no simulator. Every feature is
 something the live daemon observes through Slurm (squeue/sinfo, the job's intent and progress

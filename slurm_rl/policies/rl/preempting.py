@@ -44,9 +44,9 @@ from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, i
 from slurm_rl.policies.capabilities import CycleState
 from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
-from slurm_rl.policies.rl import LearnedOrder
-from slurm_rl.rl.action import decision_from_scores
-from slurm_rl.rl.features import pending_in_order, running_rows, shown_rows, some_rows
+from slurm_rl.policies.rl.action import decision_from_scores
+from slurm_rl.policies.rl.features import pending_in_order, running_rows, shown_rows, some_rows
+from slurm_rl.policies.rl.order import LearnedOrder
 
 _Key = tuple[float, float | None, int]
 _GPUS, _NODES, _first = attrgetter("gpus"), attrgetter("nodes"), itemgetter(0)

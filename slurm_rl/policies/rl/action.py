@@ -1,5 +1,5 @@
 """How a learned policy's action becomes a Decision, shared by the training environment
-(`rl/env.py`) and the live `rl` policies, over the observation of `rl/features.py`.
+(`rl/env.py`) and the live `rl` policies, over the observation of `policies/rl/features.py`.
 
 Action: `scores` (one per shown slot; higher runs first) and, optionally, `gpu_choice` in
 [0, 1] per slot, mapped linearly onto the job's GPU range (range jobs only; others keep their
@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView
 from slurm_rl.policies import ordering as _ordering  # noqa: F401 (its JobOrder check)
-from slurm_rl.rl.features import gpu_range, pending_in_order
+from slurm_rl.policies.rl.features import gpu_range, pending_in_order
 
 _REASON = "rl: ranked by the learned score"
 _REASON_UNSHOWN = "rl: not shown to the network (oldest-first cut), after the shown jobs"
