@@ -9,8 +9,8 @@ from policy_builders import NOW, ids, job, nodes, order_of, running, snap
 
 from slurm_rl.core import Intent, NodeName
 from slurm_rl.policies import elasticflow, make
-from slurm_rl.policies.elasticflow_jobs import model_cap
-from slurm_rl.policies.elasticflow_plan import Profile, plan_job
+from slurm_rl.policies.elasticflow.jobs import model_cap
+from slurm_rl.policies.elasticflow.plan import Profile, plan_job
 from slurm_rl.sim import metrics
 
 

@@ -1,7 +1,7 @@
 """`elasticflow`'s speed work, each part against what it replaced: the simulator's gate
 (`futile`, capabilities.Gated) against asking the policy at every event, the rigid fast path of
 the plan (`plan_rigid`) against the general loop, a plan reused from the last call against one
-made afresh, and `Profile.of_holds` (and elasticflow_base.of_ends) against one hold taken at a
+made afresh, and `Profile.of_holds` (and elasticflow.base.of_ends) against one hold taken at a
 time."""
 
 from __future__ import annotations
@@ -16,10 +16,11 @@ from hypothesis import strategies as st
 from policy_builders import itp_jobs
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
-from slurm_rl.policies import elasticflow, elasticflow_plan, make
+from slurm_rl.policies import elasticflow, make
 from slurm_rl.policies.capabilities import Gated, Observing, Preempting, Resizing, Stateful
-from slurm_rl.policies.elasticflow_base import of_ends
-from slurm_rl.policies.elasticflow_plan import Profile, plan_job, plan_rigid
+from slurm_rl.policies.elasticflow import plan as elasticflow_plan
+from slurm_rl.policies.elasticflow.base import of_ends
+from slurm_rl.policies.elasticflow.plan import Profile, plan_job, plan_rigid
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator

@@ -11,8 +11,8 @@ from functools import lru_cache
 
 from slurm_rl import perfmodel
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView
-from slurm_rl.policies.elasticflow_nodes import NodeMemo
-from slurm_rl.policies.elasticflow_plan import Reuse
+from slurm_rl.policies.elasticflow.nodes import NodeMemo
+from slurm_rl.policies.elasticflow.plan import Reuse
 from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_memo
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.ordering import submit_key
@@ -75,7 +75,7 @@ class Sticky:
     elastic_ids: frozenset[JobId] = frozenset()
     """Running jobs of `running_ids` that are `resizable`."""
     order: list[int] = field(default_factory=list)
-    """The order that sorted the last base profile's ends (elasticflow_base.of_ends)."""
+    """The order that sorted the last base profile's ends (elasticflow.base.of_ends)."""
 
     def clear(self) -> None:
         self.admitted.clear()

@@ -1,5 +1,5 @@
-"""One round of `elasticflow` (elasticflow.py's docstring gives the steps): admission and
-plans (1-2), the allocation now (3), leftover GPUs (4), the Decision.
+"""One round of `elasticflow` (the package's docstring gives the steps): the base profile and
+admission with plans (1-2), the allocation now (3), leftover GPUs (4), the Decision.
 """
 
 from __future__ import annotations
@@ -7,12 +7,14 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from itertools import compress, repeat
+from operator import add
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, Resize, id_key
-from slurm_rl.policies.elasticflow_base import base_free, base_profile
-from slurm_rl.policies.elasticflow_jobs import Info, Sticky, deadline_of, edf_key, elastic_ids
-from slurm_rl.policies.elasticflow_nodes import Alloc, NodeMap
-from slurm_rl.policies.elasticflow_plan import Plan, Profile, plan_job, plan_rigid
+from slurm_rl.policies.elasticflow.base import of_ends
+from slurm_rl.policies.elasticflow.jobs import Info, Sticky, deadline_of, edf_key, elastic_ids
+from slurm_rl.policies.elasticflow.nodes import Alloc, NodeMap
+from slurm_rl.policies.elasticflow.plan import Plan, Profile, plan_job, plan_rigid
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
@@ -51,7 +53,61 @@ class Round:
     def best_effort(self, j: JobView) -> bool:
         return deadline_of(j) is None or j.id in self.sticky.declined
 
-    # 1-2. Plans and admission (the base profile: elasticflow_base.py) ------------------
+    # 1. The base profile ------------------------------------------------------------------
+
+    def base_profile(self) -> Profile:
+        """The base profile: the free GPUs over time without the admitted jobs' plans (running
+        jobs that cannot be re-planned hold their GPUs to their estimated end, unknown: for
+        ever; running best-effort elastic jobs their minimum; GPUs of jobs the snapshot does
+        not show for ever). The common case is built fast (base.py: `of_ends`)."""
+        snap, now = self.snapshot, self.now
+        preds = snap.running_predicted
+        if not self.elastic and None not in preds:
+            gpus = snap.running_gpus
+            ends = list(map(add, repeat(now), preds))  # type: ignore[arg-type]
+            forever = max(0, self.nodes.alloc - sum(gpus))
+            built = of_ends(now, self.total, ends, gpus, forever, self.sticky.order)
+            if built is not None:
+                self.sticky.order = built[1]
+                return built[0]
+        return Profile.of_holds(now, self.total, self.base_holds())
+
+    def base_free(self) -> int:
+        """`base_profile().free[0]` (the GPUs it has free now), without building it."""
+        now, snap = self.now, self.snapshot
+        preds = snap.running_predicted
+        if not self.elastic and None not in preds:  # base_holds' common case, in C loops
+            gpus = snap.running_gpus
+            ends = map(add, repeat(now), preds)  # type: ignore[arg-type]
+            held = sum(compress(gpus, map(now.__lt__, ends)))
+            return self.total - held - max(0, self.nodes.alloc - sum(gpus))
+        return self.total - sum(g for e, g in self.base_holds() if e > now)
+
+    def base_holds(self) -> list[tuple[float, int]]:
+        """(end, GPUs) of what `base_profile` holds from now."""
+        now, holds, snap = self.now, [], self.snapshot
+        elastic = self.elastic
+        running = snap.running if elastic else None  # views only where needed
+        gpus, preds = snap.running_gpus, snap.running_predicted
+        for i, (g, p) in enumerate(zip(gpus, preds, strict=True)):
+            if elastic:
+                assert running is not None
+                j = running[i]
+                if j.id in elastic:
+                    if self.best_effort(j):
+                        lo = self.inf(j).counts[0]
+                        holds.append((now + self.inf(j).rem(lo), lo))
+                    continue
+            if p is None:
+                if running is None:
+                    running = snap.running
+                holds.append((now + self.inf(running[i]).rem(g), g))
+            else:
+                holds.append((now + max(0.0, p), g))
+        holds.append((math.inf, max(0, self.nodes.alloc - sum(gpus))))
+        return holds
+
+    # 2. Plans and admission ---------------------------------------------------------------
 
     def plan_one(self, prof: Profile, j: JobView) -> Plan:
         d, i, now = deadline_of(j), self.inf(j), self.now
@@ -86,9 +142,9 @@ class Round:
             (adm if j.id in sticky.admitted else new).append(j)
         adm.sort(key=edf_key)
         if not adm and not new:  # best-effort jobs alone: only the GPUs free now count
-            self.plans, self.prof, self.free_now = {}, None, base_free(self)
+            self.plans, self.prof, self.free_now = {}, None, self.base_free()
             return adm
-        base = base_profile(self)
+        base = self.base_profile()
         prof = base.copy()
         # The admitted jobs' plans, EDF over `prof`: made only as far as they are read (a
         # newcomer admitted re-plans those after it anyway), in the same order over the same

@@ -10,7 +10,7 @@ still differs.
    admission.)
 2. Plan (`estimate_all_jobs` + `ef_sim_allocation`): every admitted job, running or pending, is
    planned afresh each decision, EDF, over the free-GPU profile: its minimum satisfactory share,
-   planned backwards from its deadline and counted in work (elasticflow_plan.py).
+   planned backwards from its deadline and counted in work (elasticflow/plan.py).
 3. Now: admitted jobs take their planned count at now (a pending one starts; a running one
    grows, or is shrunk — suspended where its plan gives it 0 — only when an admitted job needs
    its GPUs); best-effort jobs (no deadline, or declined) start at their minimum where the
@@ -18,14 +18,17 @@ still differs.
 4. Leftover GPUs (`allocate_free_gpus` / `get_marginal`): one allowed step at a time to the job
    whose GPU-time grows least per extra GPU (jobs planned to wait first), with no threshold, as
    long as the step makes the job faster (after the restart cost, for a running job).
-Every start and resize is checked on the nodes (elasticflow_nodes.py) in the order the engine
+Every start and resize is checked on the nodes (elasticflow/nodes.py) in the order the engine
 applies them. Allowed counts are powers of two (`gpu_counts.allowed_counts`), capped per model
 where the throughput curve peaks (more GPUs would slow it down).
 
-One round is elasticflow_round.py. In the simulator the policy is `Gated`: `futile` judges the
-newcomers (admission at arrival) and lets the call be skipped only where nothing could start,
-resize or be suspended (exact: the same results as asking `decide` at every event,
-tests/policies/test_elasticflow_gate.py).
+Inside the package (private to it): round.py (one round: the base profile, admission and plans,
+the allocation now, leftover GPUs, the Decision), plan.py (the free-GPU profile and one job's
+plan), base.py (the fast build of the base profile), nodes.py (free GPUs per node), jobs.py
+(per-job estimates and the admissions kept between calls, `Sticky`). In the simulator the
+policy is `Gated`: `futile` judges the newcomers (admission at arrival) and lets the call be
+skipped only where nothing could start, resize or be suspended (exact: the same results as
+asking `decide` at every event, tests/policies/test_elasticflow_gate.py).
 """
 
 from __future__ import annotations
@@ -34,10 +37,17 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView
-from slurm_rl.policies.capabilities import CycleState
+from slurm_rl.policies.capabilities import (
+    CycleState,
+    Declining,
+    Gated,
+    Preempting,
+    Resizing,
+    Stateful,
+)
 from slurm_rl.policies.capacity import may_start
-from slurm_rl.policies.elasticflow_jobs import Sticky, deadline_of, resizable
-from slurm_rl.policies.elasticflow_round import Round
+from slurm_rl.policies.elasticflow.jobs import Sticky, deadline_of, resizable
+from slurm_rl.policies.elasticflow.round import Round
 from slurm_rl.policies.options import build
 
 NAME = "elasticflow"
@@ -126,3 +136,11 @@ def _may_act(r: Round) -> bool:
 def new(**options: Any) -> ElasticFlow:
     """Options: resize_cost_s (30.0)."""
     return build(ElasticFlow, options)
+
+
+# The capabilities it declares (capabilities.py), checked by mypy.
+_resizing: type[Resizing] = ElasticFlow
+_preempting: type[Preempting] = ElasticFlow
+_gated: type[Gated] = ElasticFlow
+_stateful: type[Stateful] = ElasticFlow
+_declining: type[Declining] = ElasticFlow
