@@ -167,7 +167,7 @@ def test_the_shipped_policies_declare_what_they_do() -> None:
                                      Gated) if isinstance(p, c)}
 
     assert {n: caps(n) for n in sorted(SHIPPED)} == {
-        "deadline": {"Gated", "Preempting", "Resizing"}, "edf": set(), "fifo": set(),
+        "deadline": {"Gated", "Preempting", "Resizing", "Stateful"}, "edf": set(), "fifo": set(),
         "elasticflow": {"Gated", "Preempting", "Resizing", "Stateful"},
         "sjf": {"Stateful", "Observing"}, "sjf-oracle": {"OracleReading"},
         "srtf-oracle": {"Preempting", "OracleReading"},

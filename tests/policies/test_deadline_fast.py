@@ -1,4 +1,4 @@
-"""`deadline` (memo per pending view, reservations in `gpu_profile.ReservedGpus`, spare GPUs
+"""`deadline` (memo per pending view, reservations in `profile.ReservedGpus`, spare GPUs
 through a heap) against the same rules written plainly (reference_deadline.py: no memo, a list
 of reservations searched at every boundary, every candidate scanned at every step): the same
 ranks, GPU counts and resizes over sequences of snapshots in which views are kept, replaced,

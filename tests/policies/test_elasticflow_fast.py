@@ -1,6 +1,6 @@
 """`elasticflow` in the simulator (sticky admission, resizes that hold on the nodes), and the
-shared free-GPU profile (gpu_profile, used by `deadline`) against the simple one it replaced
-(reference_elasticflow._ReservedGpus)."""
+free-GPU profile `deadline` plans over (policies/deadline/profile.py) against the simple one it
+replaced (reference_elasticflow._ReservedGpus)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from slurm_rl.core import (
     Decision,
 )
 from slurm_rl.policies import elasticflow, make
-from slurm_rl.policies.gpu_profile import LazyProfile, ReservedGpus
+from slurm_rl.policies.deadline.profile import LazyProfile, ReservedGpus
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.engine import Simulator

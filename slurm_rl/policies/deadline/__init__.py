@@ -1,6 +1,9 @@
-"""`deadline`: the daemon's deadline-aware heuristic (issues 3 and 11): reserve each deadline
-job's minimum share, run the rest best-effort shortest first, give spare GPUs where they
-shorten a job the most.
+"""`deadline`: the daemon's deadline-aware heuristic: reserve each deadline job's minimum share,
+run the rest best-effort shortest first, give spare GPUs where they shorten a job the most.
+
+The package's front is `NAME`, `new` and `DeadlinePolicy`; inside (private to it): plan.py (one
+decision, `Allocation`), jobs.py (one job's records: estimate, counts, its fate in a plan) and
+profile.py (the GPUs in use over time that reservations are planned over).
 
 Estimates. A job's predicted remaining time at g GPUs is the first known of
 `JobView.predicted_remaining_s`, progress ((steps_total − steps_done) / rate), intent.total_steps
@@ -9,7 +12,7 @@ model's speed-up curve (`estimates.remaining_at`); never a true duration. Candid
 job's count, or, with an intent GPU range, its ends and the powers of two between them that
 place within one node or on whole nodes (`gpu_counts.allowed_counts`).
 
-1. Plan (deadline_plan.py; one job's records: deadline_jobs.py). GPUs in use over time form a
+1. Plan (plan.py; one job's records: jobs.py). GPUs in use over time form a
    cluster-wide profile: running jobs hold theirs until their estimated ends (unknown: for ever),
    running elastic jobs only their first count (with `suspend`, those without a reservation
    nothing). Deadline jobs then reserve (besteffort-class ones never), running elastic ones
@@ -69,10 +72,10 @@ from slurm_rl.core import (
     id_key,
 )
 from slurm_rl.policies import urgency
-from slurm_rl.policies.capabilities import CycleState
+from slurm_rl.policies.capabilities import CycleState, Gated, Preempting, Resizing, Stateful
 from slurm_rl.policies.capacity import Capacity, may_place
-from slurm_rl.policies.deadline_jobs import Fate, Job, Share, make_job, resizable
-from slurm_rl.policies.deadline_plan import Round
+from slurm_rl.policies.deadline.jobs import Fate, Job, Share, make_job, resizable
+from slurm_rl.policies.deadline.plan import Allocation
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.gpu_counts import gpu_range
 from slurm_rl.policies.options import build
@@ -82,11 +85,26 @@ from slurm_rl.policies.urgency import DEFAULT_SHARE, check_share, deadline_not_b
 NAME = "deadline"
 
 
+class _Memo:
+    """What one call leaves the next, a cache only (the decisions are the same without it:
+    tests/policies/test_deadline_fast.py): each pending job's records while its view is the same
+    object, for the cluster shape they were made for (node size, GPUs in all); and the running
+    set of the last call with the ids among it the policy may resize. Bounded by the jobs of
+    one snapshot."""
+
+    __slots__ = ("jobs", "resizable", "running", "shape")
+
+    def __init__(self) -> None:
+        self.jobs: dict[JobId, Job] = {}
+        self.shape: tuple[int, int] = (-1, -1)
+        self.running: object | None = None
+        """The last call's `running_ids` object (compared by identity)."""
+        self.resizable: frozenset[JobId] = frozenset()
+
+
 @dataclass(frozen=True, kw_only=True)
 class DeadlinePolicy:
     name: str = field(default=NAME, init=False)
-    # Declares Resizing, Preempting and Gated (capabilities.py); it keeps nothing between calls
-    # but a memo of what pending views decide (tests/policies/test_deadline_fast.py).
     min_gain: float = 0.1
     """A spare GPU step must shorten the predicted remaining time by at least this fraction."""
     resize_cost_s: float = 30.0
@@ -97,12 +115,9 @@ class DeadlinePolicy:
     urgent_share: float = DEFAULT_SHARE
     """A user's urgent jobs (urgency.py) hold and ask for at most this share of the GPUs; the
     rest are ordered as jobs without a deadline."""
-    _jobs: dict[JobId, Job] = field(default_factory=dict, init=False, repr=False,
-                                    compare=False)
-    _shape: list[int] = field(default_factory=lambda: [-1, -1], init=False, repr=False,
-                              compare=False)
-    _running: list[Any] = field(default_factory=list, init=False, repr=False, compare=False)
-    """[running_ids object, the ids among them it may resize] of the last call."""
+    _memo: _Memo = field(default_factory=lambda: _Memo(), init=False, repr=False,
+                         compare=False)
+    """What the last call worked out that the next may reuse (`Stateful`: a cache only)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.min_gain < 1:
@@ -110,6 +125,10 @@ class DeadlinePolicy:
         if not self.resize_cost_s >= 0:
             raise ValueError(f"resize_cost_s must be >= 0, got {self.resize_cost_s}")
         check_share(self.urgent_share)
+
+    def reset(self) -> None:
+        """Stateful (capabilities.py): forget the memo (a new run)."""
+        object.__setattr__(self, "_memo", _Memo())
 
     def may_resize(self, job: JobView) -> bool:
         """Resizing (capabilities.py): running elastic managed jobs with a GPU range."""
@@ -145,10 +164,11 @@ class DeadlinePolicy:
             node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable), default=0)
             total = snapshot.gpus_total
             alloc = sum(n.gpus_alloc for n in snapshot.nodes if n.state.usable)
-        if self._shape != [node_cap, total]:
-            self._jobs.clear()
-            self._shape[:] = [node_cap, total]
-        old, jobs = self._jobs, {}
+        memo = self._memo
+        if memo.shape != (node_cap, total):
+            memo.jobs.clear()
+            memo.shape = (node_cap, total)
+        old, jobs = memo.jobs, {}
         for v in managed_pending(snapshot):
             j = old.get(v.id)
             if j is None or j.view is not v:
@@ -159,7 +179,7 @@ class DeadlinePolicy:
         pending = list(jobs.values())
         ids = self._elastic_ids(snapshot)
         elastic = [v for v in snapshot.running if v.id in ids] if ids else []
-        r = Round(snapshot, pending, min_gain=self.min_gain, resize_cost_s=self.resize_cost_s,
+        r = Allocation(snapshot, pending, min_gain=self.min_gain, resize_cost_s=self.resize_cost_s,
                   capped=partial(self._capped, snapshot), shape=(node_cap, total, alloc),
                   elastic=elastic, suspend=self.suspend)
         ranked_jobs = r.allocate()
@@ -189,17 +209,17 @@ class DeadlinePolicy:
         in, updated from the runs started and stopped since where the snapshot says which
         (`running_changes`), else found in every running view."""
         ids = snapshot.running_ids
-        memo = self._running
-        if memo and memo[0] is ids:
-            return memo[1]
+        memo = self._memo
+        if memo.running is not None and memo.running is ids:
+            return memo.resizable
         changes = snapshot.running_changes
-        if memo and changes is not None and changes.since is memo[0]:
+        if memo.running is not None and changes is not None and changes.since is memo.running:
             started = changes.started
             gone = {jid for jid, _ in changes.stopped} | {v.id for v in started}
-            found = (memo[1] - gone) | {v.id for v in started if resizable(v)}
+            found = (memo.resizable - gone) | {v.id for v in started if resizable(v)}
         else:
             found = frozenset(v.id for v in snapshot.running if resizable(v))
-        self._running[:] = [ids, found]
+        memo.running, memo.resizable = ids, found
         return found
 
     def _capped(self, snapshot: ClusterSnapshot, urgent: list[tuple[Job, int]]) -> set[JobId]:
@@ -216,7 +236,7 @@ class DeadlinePolicy:
 
 # -- reasons, formatted when read -------------------------------------------------------------
 
-def _why(r: Round, share: float, j: Job, g: int) -> str:
+def _why(r: Allocation, share: float, j: Job, g: int) -> str:
     jid = j.view.id
     fate = r.fate[jid]
     src = f" ({j.est.source.value})" if j.est is not None else ""
@@ -259,13 +279,13 @@ def _why(r: Round, share: float, j: Job, g: int) -> str:
     return f"{text}{start}{grown}"
 
 
-def _share(r: Round, sh: Share, src: str) -> str:
+def _share(r: Allocation, sh: Share, src: str) -> str:
     when = ("starts now" if sh.start <= r.now else f"planned start in {fmt_dur(sh.start - r.now)}")
     dur = "" if sh.dur is None else f" (est {fmt_dur(sh.dur)}{src})"
     return f"min share {sh.gpus} GPUs{dur}, {when}"
 
 
-def _why_resize(r: Round, rj: Job, g: int) -> str:
+def _why_resize(r: Allocation, rj: Job, g: int) -> str:
     jid = rj.view.id
     parts = [r.notes[jid]] if jid in r.notes else []
     if jid in r.grown:
@@ -276,3 +296,10 @@ def _why_resize(r: Round, rj: Job, g: int) -> str:
 def new(**options: Any) -> DeadlinePolicy:
     """Options: min_gain (0.1), resize_cost_s (30.0), suspend (true), urgent_share (0.25)."""
     return build(DeadlinePolicy, options)
+
+
+# The capabilities it declares (capabilities.py), checked by mypy.
+_resizing: type[Resizing] = DeadlinePolicy
+_preempting: type[Preempting] = DeadlinePolicy
+_gated: type[Gated] = DeadlinePolicy
+_stateful: type[Stateful] = DeadlinePolicy

@@ -1,7 +1,7 @@
-"""One `deadline` decision (deadline.py has the rules): reservations of minimum shares over
-the GPUs in use over time, then what starts and what is resized now.
+"""One `deadline` decision, `Allocation` (the package's docstring has the rules): reservations of
+minimum shares over the GPUs in use over time, then what starts and what is resized now.
 
-Pure: the snapshot and the pending jobs' `Job` records in, `Round`'s fields out.
+Pure: the snapshot and the pending jobs' `Job` records in, `Allocation`'s fields out.
 """
 
 from __future__ import annotations
@@ -14,12 +14,12 @@ from collections.abc import Sequence
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_layout
-from slurm_rl.policies.deadline_jobs import Capper, Fate, Job, Share, make_job
+from slurm_rl.policies.deadline.jobs import Capper, Fate, Job, Share, make_job
+from slurm_rl.policies.deadline.profile import LazyProfile, ReservedGpus
 from slurm_rl.policies.estimates import Source, estimate_remaining
-from slurm_rl.policies.gpu_profile import LazyProfile, ReservedGpus
 
 
-class Round:
+class Allocation:
     """Plan, then now: `fate`, `share`, `start` (pending jobs starting now, at this count),
     `size` (running elastic jobs' new counts), `notes`."""
 
