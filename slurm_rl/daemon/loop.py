@@ -22,17 +22,15 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from slurm_rl.config import Actuation, ResizeConfig, SizingConfig
 from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
     BatchResult,
     ChangePlan,
-    RankScale,
     ScontrolExecutor,
     gpu_changes,
     plan_changes,
@@ -40,6 +38,7 @@ from slurm_rl.daemon.actuator import (
     without_gpus,
 )
 from slurm_rl.daemon.gate import Gate
+from slurm_rl.daemon.handle import DaemonHandle, DaemonOptions
 from slurm_rl.daemon.poll import Polled, Poller
 from slurm_rl.daemon.preempt import Preempter
 from slurm_rl.daemon.report import CycleReport, Timing, plan_notes
@@ -47,7 +46,6 @@ from slurm_rl.daemon.resize import Resizer
 from slurm_rl.daemon.service import LoopHooks
 from slurm_rl.daemon.sizing import Sizer, sized_cpus_per_gpu
 from slurm_rl.daemon.store import known_site_factors, record_finished, set_notes
-from slurm_rl.daemon.trust import Grants
 from slurm_rl.db.actions import (
     ActionOutcome,
     ActionSpec,
@@ -71,24 +69,6 @@ FAILPOINT_ENV = "SLURM_RL_FAILPOINT"
 """Test hook: "after_plan" or "after_run" makes the daemon stop dead (sleep) at that point of
 the act phase, so that a test can SIGKILL it between an action's PLANNED and DONE records."""
 FAILPOINTS = ("after_plan", "after_run")
-
-
-@dataclass(frozen=True, kw_only=True)
-class DaemonOptions:
-    dry_run: bool = False
-    actuation: Actuation = Actuation.SITE_FACTOR
-    scale: RankScale = field(default_factory=RankScale)
-    failpoint: str | None = None
-    retention_days: float = 14.0
-    """[database] retention_days: older decisions, samples, events, actions are pruned."""
-    prune_batch: int = 2000
-    """[database] prune_batch: the most rows pruned per table per cycle."""
-    grants: Grants = field(default_factory=Grants)
-    """[trust]: what the site grants (classes, deadline horizon)."""
-    resize: ResizeConfig = field(default_factory=ResizeConfig)
-    """[resize]: live resizes and preemptions of running elastic jobs (resize.py, preempt.py)."""
-    sizing: SizingConfig = field(default_factory=SizingConfig)
-    """[sizing]: deadline-only jobs, sized and released by the daemon (sizing.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,6 +114,15 @@ class Daemon:
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
         self._stored: dict[JobId, tuple[int, int | None, str]] = {}
+
+    def reconfigure(self, *, policy: Policy | None, options: DaemonOptions) -> None:
+        """handle.DaemonHandle: a new policy (None: keep it) and options from the next cycle;
+        new trust grants rebuild the gate."""
+        if policy is not None:
+            self.policy = policy
+        if options.grants != self.options.grants:
+            self.gate = Gate(self.adapter, options.grants)
+        self.options = options
 
     # --- one cycle ----------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
@@ -410,3 +399,6 @@ def _one_line(exc: Exception) -> str:
 def _last_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[-1] if text else type(exc).__name__
+
+
+_handle: type[DaemonHandle] = Daemon  # what service.py and metrics.py see of it (mypy checks)

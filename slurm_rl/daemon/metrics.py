@@ -27,7 +27,7 @@ from slurm_rl.db.models import Action, Job
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-    from slurm_rl.daemon.loop import Daemon
+    from slurm_rl.daemon.handle import DaemonHandle
     from slurm_rl.daemon.report import CycleReport
 
 log = logging.getLogger("slurm_rl.daemon")
@@ -110,7 +110,7 @@ class DaemonMetrics:
         for state in _STATES:
             self.jobs.labels(state=state).set(counts.get(state, 0))
 
-    def observe_cycle(self, daemon: Daemon, report: CycleReport) -> None:
+    def observe_cycle(self, daemon: DaemonHandle, report: CycleReport) -> None:
         t = report.timing
         for phase, seconds in zip(PHASES, (t.poll_s, t.persist_s, t.decide_s, t.act_s,
                                            t.total_s), strict=True):
@@ -130,7 +130,7 @@ class DaemonMetrics:
             self._count_actions(session)
             self._count_deadlines(session)
 
-    def observe_failure(self, daemon: Daemon, *, unavailable: bool) -> None:
+    def observe_failure(self, daemon: DaemonHandle, *, unavailable: bool) -> None:
         self.cycles.labels(result="slurm_unavailable" if unavailable else "error").inc()
         if unavailable:
             self.slurm_unavailable.set(1)

@@ -25,20 +25,20 @@ from typing import TYPE_CHECKING
 from slurm_rl.config import Config
 from slurm_rl.core import JobView, Policy
 from slurm_rl.daemon.guarded import GuardedPolicy
+from slurm_rl.daemon.handle import DaemonHandle, DaemonOptions
 from slurm_rl.daemon.notify import Notifier
 
 if TYPE_CHECKING:
-    from slurm_rl.daemon.loop import Daemon, DaemonOptions
     from slurm_rl.daemon.metrics import DaemonMetrics
     from slurm_rl.daemon.report import CycleReport
 
 log = logging.getLogger("slurm_rl.daemon")
 
-Reloader = Callable[["Daemon"], None]
+Reloader = Callable[[DaemonHandle], None]
 """Re-reads what SIGHUP reloads and installs it in the daemon; logs, never raises."""
 
 
-def reload_policy(daemon: Daemon) -> None:
+def reload_policy(daemon: DaemonHandle) -> None:
     """The default reload: build the same policy afresh (a new checkpoint)."""
     if isinstance(daemon.policy, GuardedPolicy):
         daemon.policy.reload()
@@ -60,7 +60,7 @@ class LoopHooks:
         if metrics is not None:
             self._guard(lambda: metrics.observe_jobs(jobs), "metrics")
 
-    def cycle_done(self, daemon: Daemon, report: CycleReport) -> None:
+    def cycle_done(self, daemon: DaemonHandle, report: CycleReport) -> None:
         self._down_since = None
         at = time.strftime("%H:%M:%S", time.localtime(report.at))
         mode = ", dry run" if report.dry_run else ""
@@ -72,7 +72,7 @@ class LoopHooks:
         if metrics is not None:
             self._guard(lambda: metrics.observe_cycle(daemon, report), "metrics")
 
-    def cycle_failed(self, daemon: Daemon, exc: Exception, *, unavailable: bool) -> None:
+    def cycle_failed(self, daemon: DaemonHandle, exc: Exception, *, unavailable: bool) -> None:
         if unavailable and self._down_since is None:
             self._down_since = time.time()
         if unavailable and self._down_since is not None:
@@ -101,7 +101,7 @@ class LoopHooks:
                 return True
             self.notifier.watchdog()
 
-    def reload(self, daemon: Daemon) -> None:
+    def reload(self, daemon: DaemonHandle) -> None:
         self.notifier.reloading()
         self._guard(lambda: self.reloader(daemon), "reload")
         self.notifier.ready(f"reloaded; policy {daemon.policy.name}")
@@ -151,9 +151,7 @@ class ConfigReloader:
         self.build_policy = build_policy
         self.build_options = build_options
 
-    def __call__(self, daemon: Daemon) -> None:
-        from slurm_rl.daemon.gate import Gate
-
+    def __call__(self, daemon: DaemonHandle) -> None:
         try:
             new = self.load()
             options = self.build_options(new)
@@ -173,13 +171,9 @@ class ConfigReloader:
                             section, f" {key}" if key else "")
         if policy is None:
             reload_policy(daemon)
-        else:
-            daemon.policy = policy
         options = replace(options, actuation=daemon.options.actuation,
                           failpoint=daemon.options.failpoint, resize=daemon.options.resize)
-        if options.grants != daemon.options.grants:
-            daemon.gate = Gate(daemon.adapter, options.grants)
-        daemon.options = options
+        daemon.reconfigure(policy=policy, options=options)
         self.running = new
         log.info("SIGHUP: configuration reloaded from %s: policy %s%s", new.source or "defaults",
                  daemon.policy.name, ", dry run" if options.dry_run else "")
