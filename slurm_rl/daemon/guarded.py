@@ -2,7 +2,9 @@
 not load), that raises, or that returns a decision the daemon must not act on (a rank that is
 not a whole number, a job that is not pending, a GPU count that is not a positive whole number)
 costs that cycle one log line, and the fallback policy decides instead. Nothing from the bad
-decision is acted on. `reload()` (SIGHUP) builds the policy afresh, e.g. from a new checkpoint.
+decision is acted on. Resizes and preemptions a policy does not declare, or that name a job its
+own `may_resize`/`may_preempt` rejects, are dropped with a note (contract.py), the rest of its
+decision stands. `reload()` (SIGHUP) builds the policy afresh, e.g. from a new checkpoint.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 from collections.abc import Callable
 
 from slurm_rl.core import ClusterSnapshot, Decision, Policy
+from slurm_rl.daemon.contract import within_capabilities
 
 log = logging.getLogger("slurm_rl.daemon")
 
@@ -75,7 +78,8 @@ class GuardedPolicy:
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         if self.primary is not None:
             try:
-                decision = self.primary.decide(snapshot)
+                decision = within_capabilities(self.primary, self.primary.decide(snapshot),
+                                               snapshot)
                 check_decision(decision, snapshot)
             except Exception as exc:
                 self._report(f"policy {self._label!r} failed this cycle ({_one_line(exc)}); "
@@ -85,7 +89,7 @@ class GuardedPolicy:
                     log.info("policy %s decides again", self._label)
                     self._last_error = ""
                 return decision
-        decision = self.fallback.decide(snapshot)
+        decision = within_capabilities(self.fallback, self.fallback.decide(snapshot), snapshot)
         return Decision(policy=decision.policy, order=decision.order,
                         resizes=decision.resizes, preemptions=decision.preemptions,
                         notes=(*decision.notes, f"fallback for {self._label}: "

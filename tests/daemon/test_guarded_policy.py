@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -19,6 +20,8 @@ from slurm_rl.core import (
     NodeState,
     NodeView,
     Policy,
+    Preempt,
+    Resize,
 )
 from slurm_rl.daemon.cli import parse_policy_options
 from slurm_rl.daemon.guarded import GuardedPolicy, check_decision
@@ -127,3 +130,63 @@ def test_policy_options_are_parsed_and_checked() -> None:
         with pytest.raises(ValueError, match="is not KEY=VALUE"):
             parse_policy_options([bad])
     assert parse_policy_options(["n=\u0663"]) == {"n": "\u0663"}  # only ASCII digits
+
+
+# --- the capability contract on the daemon's side (contract.py) -------------------------------
+
+
+@dataclass
+class FakeUndeclared:
+    """A fake policy that resizes and preempts the running job 9 without declaring either."""
+
+    name: str = "undeclared"
+
+    def decide(self, snapshot: ClusterSnapshot) -> Decision:
+        return Decision(policy=self.name,
+                        order=(JobOrder(job_id=JobId("1"), rank=0, reason="first"),),
+                        resizes=(Resize(job_id=JobId("9"), gpus=2, reason="grow"),),
+                        preemptions=(Preempt(job_id=JobId("9"), reason="stop"),))
+
+
+@dataclass
+class FakeDeclared(FakeUndeclared):
+    """The same decisions, declaring Resizing and Preempting; its own rule accepts job 9 only
+    if `accept`."""
+
+    name: str = "declared"
+    accept: bool = True
+
+    def may_resize(self, job: JobView) -> bool:
+        return self.accept
+
+    def may_preempt(self, job: JobView) -> bool:
+        return self.accept
+
+
+def test_resizes_and_preemptions_a_policy_does_not_declare_are_not_acted_on() -> None:
+    """As the simulator refuses them (a SimulationError), the daemon drops them, with a note,
+    and keeps the order (before: acted on, as if declared)."""
+    policy = guarded(FakeUndeclared)
+    d = policy.decide(snapshot())
+    assert d.resizes == () and d.preemptions == ()
+    assert [o.job_id for o in d.order] == ["1"]
+    assert any("1 resize(s) without declaring Resizing" in n for n in d.notes)
+    assert any("1 preempt(s) without declaring Preempting" in n for n in d.notes)
+
+
+def test_a_declared_policy_keeps_what_its_own_rule_accepts() -> None:
+    kept = guarded(FakeDeclared).decide(snapshot())
+    assert [r.job_id for r in kept.resizes] == ["9"] and len(kept.preemptions) == 1
+    assert not any("refused" in n or "without declaring" in n for n in kept.notes)
+    refused = guarded(lambda: FakeDeclared(accept=False)).decide(snapshot())
+    assert refused.resizes == () and refused.preemptions == ()
+    assert any("resize of 9 refused (not a running job its may_resize accepts)" in n
+               for n in refused.notes)
+
+
+def test_a_resize_of_a_job_that_is_not_running_is_refused() -> None:
+    pending_nine = ClusterSnapshot(time=10.0, jobs=tuple(
+        JobView(id=JobId(i), state=JobState.PENDING, submit_time=1.0, gpus=1) for i in "19"),
+        nodes=snapshot().nodes)
+    d = guarded(FakeDeclared).decide(pending_nine)
+    assert d.resizes == () and d.preemptions == ()
