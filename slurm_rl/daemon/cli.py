@@ -319,7 +319,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
     the_daemon = Daemon(
         adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),
         executor=ScontrolExecutor(runner), sessions=sessions, policy=chosen, options=options,
-        hooks=hooks,
+        hooks=hooks, guard=lock.verify,
     )
     stop = threading.Event()
 

@@ -89,6 +89,7 @@ class Daemon:
         options: DaemonOptions | None = None,
         clock: Callable[[], float] = time.time,
         hooks: LoopHooks | None = None,
+        guard: Callable[[], None] | None = None,
     ) -> None:
         if isinstance(policy, OracleReading):
             # The daemon never binds an oracle: a live cluster has no true durations.
@@ -102,6 +103,9 @@ class Daemon:
         self.options = options or DaemonOptions()
         self.clock = clock
         self.hooks = hooks or LoopHooks()  # systemd notify/watchdog, metrics, SIGHUP reload
+        self.guard = guard
+        """Asked before every cycle (the database lock's `verify`: the lock file and the
+        database are still the ones locked); an exception stops the daemon, exit 1."""
         self.poller = Poller(adapter)
         self._overrides: dict[JobId, Intent | None] = {}
         self.gate = Gate(adapter, self.options.grants)
@@ -339,6 +343,13 @@ class Daemon:
         failing = False
         while not stop.is_set():
             started = time.monotonic()
+            if self.guard is not None:
+                try:
+                    self.guard()
+                except Exception as exc:  # noqa: BLE001 (one line, whatever it is)
+                    log.error("%s", _one_line(exc))
+                    self.hooks.stopping()
+                    return 1
             if self.reload_requested.is_set():
                 self.reload_requested.clear()
                 self.hooks.reload(self)  # the config and the policy (service.py)

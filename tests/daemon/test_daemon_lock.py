@@ -205,3 +205,34 @@ def test_two_daemons_on_one_database(jobs: Jobs, tmp_path: Path) -> None:
             assert last.get(job) != value, f"job {job}: SiteFactor={value} sent twice"
             last[job] = value
     assert set(last) == set(ids)
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+@pytest.mark.parametrize("removed", ["database", "all files"])
+def test_a_running_daemon_stops_when_its_database_or_lock_is_removed(
+        jobs: Jobs, tmp_path: Path, removed: str) -> None:
+    """`rm db` left the daemon cycling against an unlinked file; `rm -f db*` (the lock too) let
+    a second daemon start beside it. Now the first one stops before its next cycle, with one
+    line, exit 1; a second daemon then runs alone."""
+    db = tmp_path / "gone.db"
+    jobs.submit("j0", gpus=1, begin="now+3600", intent=Intent(deadline=time.time() + 7200))
+    log = (tmp_path / "first.log").open("w")
+    first = subprocess.Popen(daemon_argv(db, jobs.prefix, "--interval", "1"), stderr=log,
+                             text=True)
+    try:
+        wait_for(lambda: acted(db), 60, "the daemon's first acting cycle")
+        victims = [db] if removed == "database" else sorted(tmp_path.glob("gone.db*"))
+        assert lock_path(db) in victims or removed == "database"
+        for f in victims:
+            f.unlink()
+        assert first.wait(timeout=30) == 1
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait()
+        log.close()
+    errors = [ln for ln in (tmp_path / "first.log").read_text().splitlines()
+              if "was removed" in ln or "replaced" in ln]
+    assert len(errors) == 1, (tmp_path / "first.log").read_text()[-2000:]
+    assert str(db) in errors[0]
