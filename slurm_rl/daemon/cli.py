@@ -168,7 +168,8 @@ def close_database(engine: Engine, sessions: sessionmaker[Session], lock: Databa
 
 
 def parse_policy_options(items: Sequence[str]) -> dict[str, Any]:
-    """KEY=VALUE strings → keyword arguments (whole numbers, numbers, true/false converted)."""
+    """KEY=VALUE strings → keyword arguments (whole numbers, numbers, true/false converted; a
+    VALUE in brackets is a JSON list, e.g. `thresholds=[3600,36000]`)."""
     out: dict[str, Any] = {}
     for item in items:
         key, eq, raw = item.partition("=")
@@ -178,6 +179,8 @@ def parse_policy_options(items: Sequence[str]) -> dict[str, Any]:
         value: Any = raw
         if raw.lower() in ("true", "false"):
             value = raw.lower() == "true"
+        elif raw.strip().startswith("["):
+            value = _json_list(key, raw)
         else:
             for kind in (int, float):
                 try:
@@ -187,6 +190,18 @@ def parse_policy_options(items: Sequence[str]) -> dict[str, Any]:
                     continue
         out[key] = value
     return out
+
+
+def _json_list(key: str, raw: str) -> list[Any]:
+    import json
+
+    try:
+        value = json.loads(raw) if len(raw) <= 4096 else None
+    except json.JSONDecodeError:
+        value = None
+    if not isinstance(value, list):
+        raise ValueError(f"{key}={raw[:60]!r}: not a JSON list (e.g. {key}=[3600,36000])")
+    return value
 
 
 def _live_policy(name: str, options: dict[str, Any]) -> Policy:
@@ -236,6 +251,14 @@ def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> Pol
         if pname in policies.ORACLES:
             raise PolicyRefused(f"policy {pname!r} reads true job durations, which only the "
                                 "simulator knows: it can not run on a live cluster")
+    try:  # options the policy refuses are a usage error now, not a fallback for ever
+        policies.make(chosen, **opts)
+    except (TypeError, ValueError) as exc:
+        raise click.BadParameter(f"policy {chosen!r}: {' '.join(str(exc).split())[:300]}",
+                                 param_hint="'--policy-option' / [daemon] policy_options"
+                                 ) from None
+    except Exception:  # noqa: BLE001 (a checkpoint that does not load: the fallback decides)
+        pass
     return PolicySpec(name=chosen, options=tuple(sorted(opts.items())),
                       fallback=dc.fallback_policy)
 

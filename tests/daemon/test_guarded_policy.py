@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import logging
 import math
+import subprocess
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from cluster_jobs import SLURM_RL
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -129,6 +132,31 @@ def test_policy_options_are_parsed_and_checked() -> None:
         with pytest.raises(ValueError, match="is not KEY=VALUE"):
             parse_policy_options([bad])
     assert parse_policy_options(["n=\u0663"]) == {"n": "\u0663"}  # only ASCII digits
+
+
+def test_a_policy_option_may_be_a_json_list() -> None:
+    assert parse_policy_options(["thresholds=[3600, 36000]"]) == {"thresholds": [3600, 36000]}
+    with pytest.raises(ValueError, match=r"thresholds='\[3600,': not a JSON list"):
+        parse_policy_options(["thresholds=[3600,"])
+
+
+@pytest.mark.parametrize(("option", "why"), [
+    ("thresholds=[100,50]", "strictly ascending"),
+    ("thresholds=abc", "a number of GPU-seconds or a list"),
+    ("nosuch=1", "unknown option(s) nosuch"),
+])
+def test_options_the_policy_refuses_are_a_usage_error_at_start(tmp_path: Path, option: str,
+                                                               why: str) -> None:
+    """Before: a TypeError at the first cycle, one ERROR line, and the fallback policy for as
+    long as the daemon ran. Now: exit 2 naming the option, nothing created."""
+    db = tmp_path / "x.db"
+    out = subprocess.run([SLURM_RL, "daemon", "--db", str(db), "--once", "--policy", "tiresias",
+                          "--policy-option", option], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 2, out.stderr
+    errors = [ln for ln in out.stderr.splitlines() if "Error" in ln]
+    assert len(errors) == 1 and why in errors[0] and "--policy-option" in errors[0], out.stderr
+    assert "Traceback" not in out.stderr and not db.exists()
 
 
 # --- the capability contract on the daemon's side (contract.py) -------------------------------
