@@ -10,9 +10,10 @@ Nothing here draws random numbers except the choice of jobs made elastic (`elast
 which is seeded.
 
 How a Decision is applied (`apply.py`): preemptions, then resizes, then the order and GPU
-counts of pending jobs. The daemon applies only the last of these to Slurm today (priorities
-and pending jobs' GPU counts, docs/daemon.md); preemptions and resizes of running jobs are the
-simulator's model of what requeueing a checkpointing job would do.
+counts of pending jobs. The daemon applies all four too: priorities and pending jobs' GPU
+counts, and resizes and preemptions of running jobs that opted in with `--rl-elastic`, by
+requeueing them (daemon/resize.py, daemon/preempt.py; docs/daemon.md); here a resize or a
+preemption is the model of that requeue (`restart_rules` adds the daemon's own rules).
 Snapshots and the oracle are built in `snapshots.py`, the scheduling passes in `backfill.py`
 and `conservative.py`, a job's life cycle in `lifecycle.py`, the event heap and timers in
 `timers.py`.
