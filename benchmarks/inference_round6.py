@@ -1,4 +1,4 @@
-"""Issue 12's sixth round (docs/inference.md "Sixth round"): DRM-DQL without demonstrations,
+"""The sixth round of DRM-DQL tries (docs/inference.md "Sixth round"): DRM-DQL without demonstrations,
 a shorter discount, a validation set shaped like the sweep, and two ways of placing with the
 trained Q-network that lean on HEFT.
 

@@ -1,7 +1,7 @@
 """CPUs per GPU from a user's earlier run of the same model ([sizing] cpus_from_history).
 
-Issue 11 item 8: a deadline-only job gets "CPUs per GPU: site config, or what the job's earlier
-runs used". The daemon's database records no job's CPUs, so "earlier runs used" is read from
+A deadline-only job gets its CPUs per GPU from the site's config, or from what the user's
+earlier runs used. The daemon's database records no job's CPUs, so "earlier runs used" is read from
 Slurm's accounting for one job the database names:
 
 - the earlier run: the owner's most recent job with the same `--rl-model`, COMPLETED, that

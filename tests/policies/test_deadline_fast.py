@@ -62,7 +62,7 @@ def views(draw: st.DrawFn, jid: str, state: JobState, now: float) -> JobView:
     submit = draw(st.sampled_from((0.0, 10.0, 10.0, 20.0)))
     return JobView(
         id=JobId(jid), state=state, submit_time=submit,
-        user=draw(st.sampled_from(("", "a", "b"))),  # the urgent share (issue 11 item 7)
+        user=draw(st.sampled_from(("", "a", "b"))),  # the urgent share (urgency.py)
         start_time=draw(st.floats(submit, now)) if state.is_running else None,
         time_limit_s=draw(st.one_of(st.none(), st.sampled_from((60.0, 3000.0, 90_000.0)))),
         gpus=draw(st.integers(1, 12)), nodes=draw(st.integers(1, 3)),

@@ -176,7 +176,7 @@ def test_non_preemptive_policies_never_preempt_or_resize(s: ClusterSnapshot) -> 
     for name in ("fifo", "sjf", "sjf-oracle", "edf"):
         d = build(name, s).decide(s)
         assert not d.preemptions and not d.resizes
-    dl = build("deadline", s)  # resizes running elastic jobs only (issue 11), never preempts
+    dl = build("deadline", s)  # resizes running elastic jobs only, never preempts
     assert isinstance(dl, Resizing)
     d = dl.decide(s)
     running = {j.id: j for j in s.running}
