@@ -1,6 +1,6 @@
-"""The sixth round of DRM-DQL tries (docs/inference.md "Sixth round"): DRM-DQL without demonstrations,
-a shorter discount, a validation set shaped like the sweep, and two ways of placing with the
-trained Q-network that lean on HEFT.
+"""The sixth round of DRM-DQL tries (docs/inference.md "Sixth round"): DRM-DQL without
+demonstrations, a shorter discount, a validation set shaped like the sweep, and two ways of
+placing with the trained Q-network that lean on HEFT.
 
     inference_round6.py train DIR --agent drm --gamma 0.9   # -> DIR/drm-dql-s1.pt, snapshots
     inference_round6.py score DIR --vanilla CKPT --loads 0.6,0.9 --deltas 0,0.01,0.03 --ks 1,5

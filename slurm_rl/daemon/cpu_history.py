@@ -1,8 +1,8 @@
 """CPUs per GPU from a user's earlier run of the same model ([sizing] cpus_from_history).
 
 A deadline-only job gets its CPUs per GPU from the site's config, or from what the user's
-earlier runs used. The daemon's database records no job's CPUs, so "earlier runs used" is read from
-Slurm's accounting for one job the database names:
+earlier runs used. The daemon's database records no job's CPUs, so "earlier runs used" is read
+from Slurm's accounting for one job the database names:
 
 - the earlier run: the owner's most recent job with the same `--rl-model`, COMPLETED, that
   held GPUs (the daemon's `jobs` table: user and state from Slurm, model from the first intent
