@@ -256,15 +256,18 @@ def test_a_disk_that_fills_during_a_cycle_is_one_line(jobs: Jobs, small_disk: Pa
 
 def test_a_policy_that_can_not_be_loaded_falls_back_and_still_orders(jobs: Jobs,
                                                                     config: Path) -> None:
+    """A checkpoint that does not load (missing here; a corrupt one alike) costs one ERROR line
+    and the fallback orders the queue. (Options the policy refuses are a usage error instead:
+    tests/daemon/test_guarded_policy.py.)"""
     j = submit(jobs, b"fb", tag(f"d={SOON}"))
     before = squeue([j], "PriorityLong")[j][0]
     out = subprocess.run([SLURM_RL, "daemon", "--once", "--config", str(config),
-                          "--only-name-prefix", jobs.prefix, "--policy", "deadline",
-                          "--policy-option", "no_such_option=1"],
+                          "--only-name-prefix", jobs.prefix, "--policy", "rl",
+                          "--policy-option", f"checkpoint={config.parent / 'missing.pt'}"],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     errors = [ln for ln in out.stderr.splitlines() if " ERROR " in ln]
-    assert len(errors) == 1 and "policy 'deadline' could not be loaded" in errors[0] \
+    assert len(errors) == 1 and "policy 'rl' could not be loaded" in errors[0] \
         and "deciding with 'fifo'" in errors[0], out.stderr
-    assert "fifo (fallback for deadline)" in out.stderr
+    assert "fifo (fallback for rl)" in out.stderr
     assert squeue([j], "PriorityLong")[j][0] != before  # the fallback's order was applied
