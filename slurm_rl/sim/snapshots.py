@@ -81,12 +81,13 @@ class SnapshotBuilder:
             self._static_at = self.cluster.version
             since = before._ids  # (None: no policy saw them, so none can ask for changes)
             self._before = None if since is None else (since, before, tuple(started))
-        snap = views.snapshot(now, pending_views, self._static, tuple(node_views), tuple(counts))
+        changes = None
         if self._before is not None:
             since, before, started_now = self._before
-            object.__setattr__(snap, "running_changes", RunningChanges(
-                since, before, self._static, started_now, now, pending_views))
-        return snap
+            changes = RunningChanges(since, before, self._static, started_now, now,
+                                     pending_views)
+        return views.snapshot(now, pending_views, self._static, tuple(node_views),
+                              tuple(counts), changes)
 
 
 class RunningChanges:

@@ -333,11 +333,17 @@ class RunningSet:
 
 
 def snapshot(time: float, pending: tuple[JobView, ...], running: RunningSet,
-             nodes: tuple[NodeView, ...], free_counts: tuple[int, ...]) -> ClusterSnapshot:
+             nodes: tuple[NodeView, ...], free_counts: tuple[int, ...],
+             running_changes: Any = None) -> ClusterSnapshot:
     """`free_counts`: nodes per free-GPU count (every simulated node is usable and has
-    len(free_counts) - 1 GPUs), consistent with `nodes` by construction."""
+    len(free_counts) - 1 GPUs), consistent with `nodes` by construction; `running_changes`:
+    the snapshot's `core.RunningChanges` (None: not known), set here, at construction, like
+    every other field."""
     snap = _new(SimSnapshot)
-    _set(snap, "__dict__", {"time": time, "nodes": nodes, "free_counts": free_counts})
+    fields: dict[str, Any] = {"time": time, "nodes": nodes, "free_counts": free_counts}
+    if running_changes is not None:
+        fields["running_changes"] = running_changes
+    _set(snap, "__dict__", fields)
     _set(snap, "_pending", pending)
     _set(snap, "_running", None)
     _set(snap, "_set", running)
