@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, Policy
+from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, JobView, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
     BatchResult,
@@ -37,7 +37,7 @@ from slurm_rl.daemon.actuator import (
     update_field,
     without_gpus,
 )
-from slurm_rl.daemon.gate import Gate
+from slurm_rl.daemon.gate import Admitted, Gate
 from slurm_rl.daemon.handle import DaemonHandle, DaemonOptions
 from slurm_rl.daemon.poll import Polled, Poller
 from slurm_rl.daemon.preempt import Preempter
@@ -56,7 +56,7 @@ from slurm_rl.db.actions import (
     record_decision,
 )
 from slurm_rl.db.kinds import ActionKind, ActionStatus
-from slurm_rl.db.repo import record_node_samples, upsert_jobs
+from slurm_rl.db.repo import UpsertResult, record_node_samples, upsert_jobs
 from slurm_rl.db.retention import prune
 from slurm_rl.policies.capabilities import OracleReading
 from slurm_rl.slurm.adapter import SlurmAdapter
@@ -69,6 +69,36 @@ FAILPOINT_ENV = "SLURM_RL_FAILPOINT"
 """Test hook: "after_plan" or "after_run" makes the daemon stop dead (sleep) at that point of
 the act phase, so that a test can SIGKILL it between an action's PLANNED and DONE records."""
 FAILPOINTS = ("after_plan", "after_run")
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Seen:
+    """What one cycle's persist step leaves for the rest of it."""
+
+    cycle_id: int
+    upserted: UpsertResult
+    samples: int
+    admitted: Admitted
+    snapshot: ClusterSnapshot
+    """What the policy is shown: the gated jobs, with the restarts Slurm does not show."""
+    reconciled: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Decided:
+    decision: Decision
+    waiting: tuple[JobView, ...]
+    """Deadline-only jobs held until sizing.py sizes them."""
+    plan: ChangePlan
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Recorded:
+    decision_id: int
+    entries: int
+    """Decision entries stored (only what changed since the last stored ones)."""
+    keys: dict[JobId, tuple[int, int | None, str]]
+    """Per job stored now: (value, GPUs, reason), remembered once committed."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -130,88 +160,112 @@ class Daemon:
 
     # --- one cycle ----------------------------------------------------------------------------
     def cycle(self) -> CycleReport:
+        """poll -> persist (and gate) -> decide -> record -> act -> restarts -> prune."""
         t0 = time.perf_counter()
         now = self.clock()
         polled = self.poller.poll(now)
         self.hooks.polled(polled.jobs)
         t1 = time.perf_counter()
-
         with self.sessions() as session:
-            if self._cycle_id is None:
-                self._cycle_id = next_cycle_id(session)
-            cycle_id = self._cycle_id
-            self._cycle_id += 1
-            upserted = upsert_jobs(session, polled.changed, now=now,
-                                   user_comments=polled.user_comments)
-            samples = record_node_samples(session, polled.nodes, now=now)
-            session.commit()
-            self.poller.commit(polled)
-            self._update_overrides(polled, upserted.intent_overrides)
-            # What the policy may believe: first intents only, as the site allows (gate.py).
-            admitted = self.gate.admit(session, polled, self._overrides, now)
-            session.commit()
-            snapshot = self.resizer.annotate(  # restarts Slurm does not show (restart.py)
-                session, build_snapshot(now, admitted.jobs, polled.nodes))
-            reconciled = self._reconcile(session, snapshot, cycle_id)
-            if self._known is None or reconciled:
-                self._known = known_site_factors(session)
+            seen = self._persist(session, polled, now)
             t2 = time.perf_counter()
-
-            waiting = self.sizer.awaiting(session, polled, snapshot)  # sizing.py's jobs
-            decision = self.policy.decide(self.sizer.unheld(snapshot, waiting))
-            # GPU counts the actuator leaves alone: jobs sizing.py sizes, jobs a resize just
-            # released (restart.py, SETTLE_S); sized jobs' CPUs follow their GPUs.
-            acted = without_gpus(decision, [*(j.id for j in waiting),
-                                            *self.resizer.settling(session, snapshot)])
-            plan = plan_changes(acted, snapshot, mode=self.options.actuation,
-                                cpus_per_gpu=sized_cpus_per_gpu(
-                                    session, gpu_changes(acted, snapshot)),
-                                scale=self.options.scale, known_values=self._known,
-                                gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
-                                assoc=admitted.assoc, resizes_applied=not self.options.dry_run,
-                                preemptions_applied=not self.options.dry_run)
+            decided = self._decide(session, polled, seen)
             t3 = time.perf_counter()
-            stored = self._record_decision(session, decision, cycle_id, now)
+            recorded = self._record_decision(session, decided.decision, seen.cycle_id, now)
             session.commit()
-            self._stored.update(stored[2])
+            self._stored.update(recorded.keys)
             t4 = time.perf_counter()
-
             batch_failed = 0
-            if not self.options.dry_run and plan.changes:
-                batch_failed = self._act(session, plan, cycle_id, stored[0])
+            if not self.options.dry_run and decided.plan.changes:
+                batch_failed = self._act(session, decided.plan, seen.cycle_id,
+                                         recorded.decision_id)
             t5 = time.perf_counter()
-            self._forget_finished(snapshot)
-
-            timing = Timing(poll_s=t1 - t0, persist_s=(t2 - t1) + (t4 - t3), decide_s=t3 - t2,
-                            act_s=t5 - t4)
-            report = CycleReport(
-                cycle_id=cycle_id, at=now, jobs=len(polled.jobs), pending=len(snapshot.pending),
-                managed_pending=sum(1 for j in snapshot.pending if j.managed),
-                new_jobs=len(upserted.new), state_changes=len(upserted.state_changes),
-                samples=samples, reconciled=reconciled, ranked=len(decision.order),
-                entries_stored=stored[1], commands=len(plan.changes),
-                jobs_updated=plan.jobs_touched, jobs_failed=batch_failed,
-                skipped=len(plan.skipped), dry_run=self.options.dry_run, timing=timing,
-            )
-            resized = [] if self.options.dry_run else self.resizer.step(
-                session, decision.resizes, snapshot, limits=admitted.limits,
-                assoc=admitted.assoc, cycle_id=cycle_id, decision_id=stored[0]).notes()
-            resized += [] if self.options.dry_run else self.preempter.step(
-                session, decision.preemptions, snapshot, cycle_id=cycle_id,
-                decision_id=stored[0]).notes()
-            sizing = self.sizer.plan(decision, waiting, snapshot, limits=admitted.limits,
-                                     assoc=admitted.assoc)
-            resized += sizing.notes() if self.options.dry_run else self.sizer.apply(
-                session, sizing, snapshot.jobs, cycle_id=cycle_id, decision_id=stored[0])
-            set_notes(session, stored[0],
-                      [*decision.notes, *plan_notes(plan, report), *resized])
+            self._forget_finished(seen.snapshot)
+            report = self._report(polled, seen, decided, recorded, batch_failed, Timing(
+                poll_s=t1 - t0, persist_s=(t2 - t1) + (t4 - t3), decide_s=t3 - t2,
+                act_s=t5 - t4))
+            notes = self._restart_jobs(session, seen, decided, recorded.decision_id)
+            set_notes(session, recorded.decision_id,
+                      [*decided.decision.notes, *plan_notes(decided.plan, report), *notes])
             session.commit()
-
             pruned = prune(session, now=now, retention_days=self.options.retention_days,
                            batch=self.options.prune_batch)  # retention; commits
             if pruned.total:
                 log.debug("%s", pruned.line())
         return report
+
+    def _persist(self, session: Session, polled: Polled, now: float) -> _Seen:
+        """New jobs, state changes and samples stored; what the policy may believe (first
+        intents only, as the site allows: gate.py); PLANNED actions a crash left finished."""
+        if self._cycle_id is None:
+            self._cycle_id = next_cycle_id(session)
+        cycle_id = self._cycle_id
+        self._cycle_id += 1
+        upserted = upsert_jobs(session, polled.changed, now=now,
+                               user_comments=polled.user_comments)
+        samples = record_node_samples(session, polled.nodes, now=now)
+        session.commit()
+        self.poller.commit(polled)
+        self._update_overrides(polled, upserted.intent_overrides)
+        admitted = self.gate.admit(session, polled, self._overrides, now)
+        session.commit()
+        snapshot = self.resizer.annotate(  # restarts Slurm does not show (restart.py)
+            session, build_snapshot(now, admitted.jobs, polled.nodes))
+        reconciled = self._reconcile(session, snapshot, cycle_id)
+        if self._known is None or reconciled:
+            self._known = known_site_factors(session)
+        return _Seen(cycle_id=cycle_id, upserted=upserted, samples=samples, admitted=admitted,
+                     snapshot=snapshot, reconciled=reconciled)
+
+    def _decide(self, session: Session, polled: Polled, seen: _Seen) -> _Decided:
+        """The policy's decision and the fewest scontrol changes that carry it out."""
+        snapshot, admitted = seen.snapshot, seen.admitted
+        waiting = self.sizer.awaiting(session, polled, snapshot)  # sizing.py's jobs
+        decision = self.policy.decide(self.sizer.unheld(snapshot, waiting))
+        # GPU counts the actuator leaves alone: jobs sizing.py sizes, jobs a resize just
+        # released (restart.py, SETTLE_S); sized jobs' CPUs follow their GPUs.
+        acted = without_gpus(decision, [*(j.id for j in waiting),
+                                        *self.resizer.settling(session, snapshot)])
+        plan = plan_changes(acted, snapshot, mode=self.options.actuation,
+                            cpus_per_gpu=sized_cpus_per_gpu(
+                                session, gpu_changes(acted, snapshot)),
+                            scale=self.options.scale, known_values=self._known,
+                            gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
+                            assoc=admitted.assoc, resizes_applied=not self.options.dry_run,
+                            preemptions_applied=not self.options.dry_run)
+        return _Decided(decision=decision, waiting=tuple(waiting), plan=plan)
+
+    def _report(self, polled: Polled, seen: _Seen, decided: _Decided, recorded: _Recorded,
+                batch_failed: int, timing: Timing) -> CycleReport:
+        snapshot, plan = seen.snapshot, decided.plan
+        return CycleReport(
+            cycle_id=seen.cycle_id, at=snapshot.time, jobs=len(polled.jobs),
+            pending=len(snapshot.pending),
+            managed_pending=sum(1 for j in snapshot.pending if j.managed),
+            new_jobs=len(seen.upserted.new), state_changes=len(seen.upserted.state_changes),
+            samples=seen.samples, reconciled=seen.reconciled, ranked=len(decided.decision.order),
+            entries_stored=recorded.entries, commands=len(plan.changes),
+            jobs_updated=plan.jobs_touched, jobs_failed=batch_failed,
+            skipped=len(plan.skipped), dry_run=self.options.dry_run, timing=timing,
+        )
+
+    def _restart_jobs(self, session: Session, seen: _Seen, decided: _Decided,
+                      decision_id: int) -> list[str]:
+        """Resizes and preemptions of running elastic jobs, and deadline-only jobs sized and
+        released (in a dry run: what would be done); their notes."""
+        snapshot, admitted, decision = seen.snapshot, seen.admitted, decided.decision
+        dry, cycle_id = self.options.dry_run, seen.cycle_id
+        notes = [] if dry else self.resizer.step(
+            session, decision.resizes, snapshot, limits=admitted.limits,
+            assoc=admitted.assoc, cycle_id=cycle_id, decision_id=decision_id).notes()
+        notes += [] if dry else self.preempter.step(
+            session, decision.preemptions, snapshot, cycle_id=cycle_id,
+            decision_id=decision_id).notes()
+        sizing = self.sizer.plan(decision, list(decided.waiting), snapshot,
+                                 limits=admitted.limits, assoc=admitted.assoc)
+        notes += sizing.notes() if dry else self.sizer.apply(
+            session, sizing, snapshot.jobs, cycle_id=cycle_id, decision_id=decision_id)
+        return notes
 
     def _update_overrides(self, polled: Polled,
                           overrides: Mapping[JobId, Intent | None]) -> None:
@@ -225,7 +279,7 @@ class Daemon:
             del self._overrides[job_id]
 
     def _record_decision(self, session: Session, decision: Decision, cycle_id: int, now: float
-                         ) -> tuple[int, int, dict[JobId, tuple[int, int | None, str]]]:
+                         ) -> _Recorded:
         """Store the decision with entries only for jobs whose value, GPUs or reason changed
         (`explain` shows a job's latest entry); returns its id, the entries stored, and the
         keys to remember once committed."""
@@ -240,7 +294,7 @@ class Daemon:
         decision_id = record_decision(session, kept, cycle_id=cycle_id, at=now,
                                       dry_run=self.options.dry_run)
         stored = len(changed) + len(decision.resizes) + len(decision.preemptions)
-        return decision_id, stored, keys
+        return _Recorded(decision_id=decision_id, entries=stored, keys=keys)
 
     def _act(self, session: Session, plan: ChangePlan, cycle_id: int, decision_id: int) -> int:
         """Run the plan's changes: PLANNED rows first, one scontrol, then DONE/FAILED rows."""
