@@ -1,4 +1,4 @@
-"""`deadline`'s rules (slurm_rl/policies/deadline/) written the plain way: every
+"""`deadline`'s rules (slurm_rl/policies/deadline/policy.py) written the plain way: every
 pending job's estimate worked out at every call (no memo), reservations kept as a list of
 (start, end, GPUs) and the earliest start found by trying every boundary, spare GPUs given by
 scanning every candidate at every step (no heap). The reference the policy must agree with,

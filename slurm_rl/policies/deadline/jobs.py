@@ -1,4 +1,4 @@
-"""`deadline`'s records of one job (deadline.py has the rules): what a view alone decides, kept
+"""`deadline`'s records of one job (policy.py has the rules): what a view alone decides, kept
 while a snapshot shows the same view object, and what the plan made of it.
 """
 

@@ -1,5 +1,5 @@
-"""One `deadline` decision, `Allocation` (the package's docstring has the rules): reservations of
-minimum shares over the GPUs in use over time, then what starts and what is resized now.
+"""One `deadline` decision (policy.py has the rules): reservations of minimum shares over
+the GPUs in use over time, then what starts and what is resized now, then spare GPUs.
 
 Pure: the snapshot and the pending jobs' `Job` records in, `Allocation`'s fields out.
 """
@@ -7,16 +7,43 @@ Pure: the snapshot and the pending jobs' `Job` records in, `Allocation`'s fields
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
-import operator
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_layout
 from slurm_rl.policies.deadline.jobs import Capper, Fate, Job, Share, make_job
-from slurm_rl.policies.deadline.profile import LazyProfile, ReservedGpus
+from slurm_rl.policies.deadline.profile import Holds, LazyProfile, ReservedGpus
 from slurm_rl.policies.estimates import Source, estimate_remaining
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Shape:
+    """The cluster as the plan counts it."""
+
+    node_cap: int
+    """GPUs per node (the widest usable node)."""
+    total: int
+    """GPUs on usable nodes."""
+    alloc: int
+    """GPUs allocated on usable nodes."""
+
+    @classmethod
+    def of(cls, snapshot: ClusterSnapshot) -> Shape:
+        fc = snapshot.free_counts
+        if fc is not None:  # every usable node has len(fc) - 1 GPUs (core.ClusterSnapshot)
+            usable = sum(fc)
+            node_cap = len(fc) - 1 if usable else 0
+            total = node_cap * usable
+            return cls(node_cap=node_cap, total=total,
+                       alloc=total - sum(f * c for f, c in enumerate(fc)))
+        return cls(node_cap=max((n.gpus_total for n in snapshot.nodes if n.state.usable),
+                                default=0),
+                   total=snapshot.gpus_total,
+                   alloc=sum(n.gpus_alloc for n in snapshot.nodes if n.state.usable))
 
 
 class Allocation:
@@ -24,10 +51,9 @@ class Allocation:
     `size` (running elastic jobs' new counts), `notes`."""
 
     def __init__(self, snapshot: ClusterSnapshot, jobs: Sequence[Job], *, min_gain: float,
-                 resize_cost_s: float, capped: Capper, shape: tuple[int, int, int],
+                 resize_cost_s: float, capped: Capper, shape: Shape,
                  elastic: Sequence[JobView], suspend: bool = False) -> None:
-        """`shape`: (GPUs per node, usable GPUs, allocated GPUs on usable nodes); `elastic`:
-        the running jobs it may resize (`resizable`)."""
+        """`elastic`: the running jobs it may resize (`resizable`)."""
         self.now = snapshot.time
         self.snapshot = snapshot
         self.jobs = jobs
@@ -38,7 +64,7 @@ class Allocation:
         share that does not place now suspends them (requeued, they resume later)."""
         self.suspended: set[JobId] = set()
         self.cap = Capacity.of(snapshot)
-        self.node_cap, self.total, self.alloc = shape
+        self.node_cap, self.total, self.alloc = shape.node_cap, shape.total, shape.alloc
         self.free = self.cap.total_free
         self.run_jobs = {v.id: self._running_job(v) for v in elastic}
         self.fate: dict[JobId, Fate] = {}
@@ -49,7 +75,7 @@ class Allocation:
         self.notes: dict[JobId, str] = {}
         self.grown: set[JobId] = set()
         self.shrunk: set[JobId] = set()
-        self._holds: list[tuple[float, int]] | None = None
+        self._holds: Holds | None = None
         self._squeezed = False
         self.prof = self._best_plan(set())
         over = capped([(j, self.share[j.view.id].gpus) for j in jobs
@@ -103,16 +129,16 @@ class Allocation:
         if holds is None:
             holds = self._holds = self._running_holds()
         shown = sum(snap.running_gpus)
-        return ReservedGpus.of_holds(self.total, now, max(0, self.alloc - shown), holds)
+        return ReservedGpus.of_ends(self.total, now, max(0, self.alloc - shown), holds)
 
-    def _running_holds(self) -> list[tuple[float, int]]:
+    def _running_holds(self) -> Holds:
         now, snap = self.now, self.snapshot
         elastic = self.run_jobs
         predicted = snap.running_predicted
-        if not elastic and None not in predicted:  # the usual case, at C speed
-            ends = map(operator.add, itertools.repeat(now),
-                       map(max, itertools.repeat(0.0), predicted))  # type: ignore[arg-type]
-            return list(zip(ends, snap.running_gpus, strict=True))
+        if not elastic and None not in predicted:  # the usual case, in arrays
+            left = np.fromiter(predicted, dtype=np.float64, count=len(predicted))
+            return Holds(now + np.fmax(left, 0.0),  # as now + max(0.0, p): the same floats
+                         np.fromiter(snap.running_gpus, dtype=np.int64, count=len(predicted)))
         holds: list[tuple[float, int]] = []
         running = None
         for i, (g, p) in enumerate(zip(snap.running_gpus, predicted, strict=True)):
@@ -130,7 +156,7 @@ class Allocation:
                     holds.append((math.inf if est is None else now + est.seconds, g))
                     continue
             holds.append((now + (p if p > 0.0 else 0.0), g))
-        return holds
+        return Holds.of(holds)
 
     def _held(self) -> int:
         """At least what `_base` holds at now, read without any estimate (LazyProfile)."""

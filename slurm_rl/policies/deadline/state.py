@@ -1,0 +1,94 @@
+"""What `DeadlinePolicy` keeps between calls: one object it owns, forgotten by `reset()`.
+
+Nothing in it changes a decision; it saves work. Bounded: one `Job` record per pending job of
+the last `decide` and one placement shape per pending job of the last `futile` (those of jobs
+no longer pending are dropped at every call), one cluster shape and one running set's
+resizable ids.
+"""
+
+from __future__ import annotations
+
+from slurm_rl.core import ClusterSnapshot, JobId, JobView
+from slurm_rl.policies.capacity import Capacity, fewest_gpus, job_parts
+from slurm_rl.policies.deadline.jobs import Job, make_job, resizable
+from slurm_rl.policies.ordering import managed_pending
+
+
+class DeadlineState:
+    """A pending job's `Job` record, kept while snapshots show the same view object (views are
+    immutable, a pending job's estimate does not move with the clock, and the clock only moves
+    on), for one cluster shape; and the ids of the running jobs the policy may resize, kept with
+    the running set (`running_ids` object) they were found in."""
+
+    __slots__ = ("_elastic", "_jobs", "_parts", "_parts_cap", "_running_ids", "_shape")
+
+    def __init__(self) -> None:
+        self._jobs: dict[JobId, Job] = {}
+        self._shape: tuple[int, int] | None = None
+        self._running_ids: frozenset[JobId] | None = None
+        self._elastic: frozenset[JobId] = frozenset()
+        self._parts: dict[JobId, tuple[JobView, tuple[int, ...]]] = {}
+        self._parts_cap = -1
+
+    def reset(self) -> None:
+        self._jobs.clear()
+        self._shape = self._running_ids = None
+        self._elastic = frozenset()
+        self._parts.clear()
+        self._parts_cap = -1
+
+    def may_place(self, snapshot: ClusterSnapshot) -> bool:
+        """`capacity.may_place(snapshot.pending, Capacity.of(snapshot))`: some pending job
+        fits at its fewest GPUs. Each distinct placement (`job_parts` at `fewest_gpus`) is
+        tried once; a view's placement is kept while the view is the same object."""
+        cap = Capacity.of(snapshot)
+        node_cap = cap.node_cap
+        if node_cap != self._parts_cap:
+            self._parts.clear()
+            self._parts_cap = node_cap
+        old, kept = self._parts, {}
+        for v in snapshot.pending:
+            e = old.get(v.id)
+            if e is None or e[0] is not v:
+                e = (v, job_parts(v, fewest_gpus(v), node_cap))
+            kept[v.id] = e
+        self._parts = kept
+        return any(cap.fits(p) for p in {e[1] for e in kept.values()})
+
+    def pending_jobs(self, snapshot: ClusterSnapshot, node_cap: int, total: int) -> list[Job]:
+        """The managed pending jobs' records, in the snapshot's pending order (a record is made
+        anew for a new view or another cluster shape)."""
+        if self._shape != (node_cap, total):
+            self._jobs.clear()
+            self._shape = (node_cap, total)
+        now, old, jobs = snapshot.time, self._jobs, {}
+        for v in managed_pending(snapshot):
+            j = old.get(v.id)
+            if j is None or j.view is not v:
+                j = make_job(v, now, node_cap, total)
+            jobs[v.id] = j
+        self._jobs = jobs
+        return list(jobs.values())
+
+    def elastic_ids(self, snapshot: ClusterSnapshot) -> frozenset[JobId]:
+        """Ids of the running jobs it may resize: kept with the running set they were found in,
+        updated from the runs started and stopped since where the snapshot says which
+        (`running_changes`), else found in every running view."""
+        ids = snapshot.running_ids
+        last = self._running_ids
+        if last is ids:
+            return self._elastic
+        changes = snapshot.running_changes
+        if last is not None and changes is not None and changes.since is last:
+            started = changes.started
+            gone = {jid for jid, _ in changes.stopped} | {v.id for v in started}
+            found = (self._elastic - gone) | {v.id for v in started if resizable(v)}
+        else:
+            found = frozenset(v.id for v in snapshot.running if resizable(v))
+        self._running_ids, self._elastic = ids, found
+        return found
+
+    def elastic(self, snapshot: ClusterSnapshot) -> list[JobView]:
+        """The running views it may resize, in running order."""
+        ids = self.elastic_ids(snapshot)
+        return [v for v in snapshot.running if v.id in ids] if ids else []
