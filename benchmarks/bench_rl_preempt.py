@@ -25,7 +25,7 @@ from bench_decide import build_snapshot
 from bench_sim import build_trace
 
 from slurm_rl import policies
-from slurm_rl.policies.rl import features
+from slurm_rl.policies.rl import LearnedOrder
 from slurm_rl.policies.rl import preempting as rl_preempt
 from slurm_rl.sim import trace
 from slurm_rl.sim.config import EngineConfig
@@ -39,6 +39,7 @@ def decision_time() -> None:
     print(f"snapshot: {len(snap.pending)} pending (one arrived now), {len(snap.running)} "
           f"running, {len(snap.nodes)} nodes x 8 GPUs")
     order_only = policies.make("rl")
+    assert isinstance(order_only, LearnedOrder)
     pre = policies.make("rl", preempt_margin=0.0)
     assert isinstance(pre, rl_preempt.RLPreempting)
     calls: tuple[tuple[str, Callable[[Any], Any]], ...] = (
@@ -47,8 +48,8 @@ def decision_time() -> None:
     for label, call in calls:
         best = float("inf")
         for _ in range(5):
-            features._STATIC.clear()
-            features._RUNNING.clear()
+            order_only._rows.clear()
+            pre._rows.clear()
             pre.reset()
             t = time.process_time()
             d = call(snap)

@@ -37,6 +37,7 @@ from slurm_rl.policies.rl.features import (
     N_JOB_FEATURES,
     FeatureConfig,
     Features,
+    RowCache,
     features,
 )
 from slurm_rl.sim import trace as tr
@@ -106,6 +107,7 @@ class SchedulingEnv(gym.Env[Obs, npt.NDArray[np.float32]]):
         per job that ends by its deadline; `use_gpu_choice`: False leaves GPU counts alone."""
         self.scenarios = tuple(scenarios) if scenarios else default_scenarios()
         self.fcfg = features_cfg or FeatureConfig()
+        self._rows = RowCache()  # (only a cache of job rows: features.py)
         self.engine = engine
         self.reward_scale_s = reward_scale_s
         self.deadline_bonus = deadline_bonus
@@ -190,7 +192,7 @@ class SchedulingEnv(gym.Env[Obs, npt.NDArray[np.float32]]):
             return {"jobs": np.zeros((m, N_JOB_FEATURES), np.float32),
                     "mask": np.zeros(m, np.int8),
                     "cluster": np.zeros(N_CLUSTER_FEATURES, np.float32)}
-        f = self._feats = features(self._point.snapshot, self.fcfg)
+        f = self._feats = features(self._point.snapshot, self.fcfg, cache=self._rows)
         return {"jobs": f.job_feats, "mask": f.mask, "cluster": f.cluster_feats}
 
     def _info(self) -> dict[str, Any]:

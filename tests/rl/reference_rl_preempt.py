@@ -28,14 +28,14 @@ class StraightforwardRL(LearnedOrder):
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         if not worth_deciding(snapshot):
             return Decision(policy=self.name)
-        f = features(snapshot, self._fcfg)
+        f = features(snapshot, self._fcfg, cache=self._rows)
         n = len(f.shown_ids)
         if n == 0:
             return decision_from_scores(snapshot, f.shown_ids, [], policy=self.name)
         stoppable = [v for v in snapshot.running if may_preempt(v)]
         rows = f.job_feats[:n]
         if stoppable:
-            rows = np.concatenate([rows, running_rows(snapshot, stoppable)])
+            rows = np.concatenate([rows, running_rows(snapshot, stoppable, cache=self._rows)])
         s = self.scores(rows, f.cluster_feats, snapshot.time)
         d = decision_from_scores(snapshot, f.shown_ids, s[:n], policy=self.name)
         if not stoppable:

@@ -29,6 +29,7 @@ from slurm_rl.policies.rl import default_checkpoint  # noqa: E402
 from slurm_rl.policies.rl.features import (  # noqa: E402
     JOB_FEATURES,
     FeatureConfig,
+    RowCache,
     features,
     running_rows,
 )
@@ -69,7 +70,8 @@ def test_bad_margin_is_one_clear_error(bad: object) -> None:
 
 def test_running_rows_show_the_remaining_time_limit() -> None:
     s = _snap()
-    rows = running_rows(s, s.running)
+    cache = RowCache()
+    rows = running_rows(s, s.running, cache=cache)
     est = JOB_FEATURES.index("est_remaining")
     work = JOB_FEATURES.index("est_work")
     for row, limit in zip(rows, (100_000.0, 2_000.0), strict=True):
@@ -77,12 +79,12 @@ def test_running_rows_show_the_remaining_time_limit() -> None:
         assert row[est] == pytest.approx(math.log1p(left / 60) / 10, rel=1e-6)
         assert row[work] == pytest.approx(math.log1p(4 * left / 60) / 10, rel=1e-6)
         assert row[JOB_FEATURES.index("fits_now")] == 1.0
-    again = running_rows(s, s.running)  # (the second call reads the cache: the same rows)
+    again = running_rows(s, s.running, cache=cache)  # (the second call reads the cache)
     assert (again == rows).all()
     # progress reported later in the same run shows (it is not taken from the cache)
     r0 = dataclasses.replace(s.running[0], progress=Progress(steps_done=30, steps_total=120,
                                                              rate=0.1))
-    row = running_rows(s, [r0])[0]
+    row = running_rows(s, [r0], cache=cache)[0]
     assert row[JOB_FEATURES.index("progress")] == pytest.approx(0.25)
     assert row[JOB_FEATURES.index("has_progress")] == 1.0
     assert row[est] == pytest.approx(math.log1p(900 / 60) / 10, rel=1e-6)  # 90 steps / 0.1

@@ -17,6 +17,7 @@ from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.rl.action import decision_from_scores
 from slurm_rl.policies.rl.features import (
     FeatureConfig,
+    RowCache,
     features,
     pending_in_order,
     running_rows,
@@ -53,15 +54,17 @@ def test_shown_rows_are_the_first_rows_of_features() -> None:
         pend = pending_in_order(s)
         assert [j.id for j in pend] == [j.id for j in sorted(
             pend, key=lambda j: (j.submit_time, int(j.id)))]
-        f = features(s, cfg, pend)
+        cache = RowCache()
+        f = features(s, cfg, pend, cache=cache)
         for _ in range(2):  # (the second reads the caches)
-            rows, cluster, shown = shown_rows(s, cfg, pend)
+            rows, cluster, shown = shown_rows(s, cfg, pend, cache=cache)
             n = len(shown)
             assert shown == f.shown_ids
             assert rows.tobytes() == f.job_feats[:n].tobytes()
             assert cluster.tobytes() == f.cluster_feats.tobytes()
         running = s.running
-        assert running_rows(s, running).tobytes() == running_rows(s, running).tobytes()
+        assert (running_rows(s, running, cache=cache).tobytes()
+                == running_rows(s, running, cache=cache).tobytes())
 
 
 def test_order_ties_and_nan_in_slot_order() -> None:

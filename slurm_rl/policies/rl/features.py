@@ -194,15 +194,37 @@ def gittins_column(job: JobView) -> float:
 
 
 _WAIT, _SLACK, _FITS = (JOB_FEATURES.index(c) for c in ("wait", "slack", "fits_now"))
-_STATIC: dict[int, tuple[JobView, int, int, int, float | None]] = {}
-"""A shown job's columns that do not move with the clock or the free GPUs, per JobView object
-(views are immutable; the simulator keeps a pending job's view until it changes), checked by
-identity and the cluster's usable GPUs: (view, usable GPUs, its row of _STORE, GPU range
-minimum, deadline). Only a cache: the daemon builds new views each cycle."""
-_STATIC_MAX = 20_000
-_STORE = np.empty((_STATIC_MAX, N_JOB_FEATURES), dtype=np.float64)
-"""The cached rows: entry i of _STATIC (in insertion order) holds row i, so that the rows of
-the shown jobs are one gather (`_STORE[slots]`), not a list of arrays."""
+_CACHE_MAX = 20_000
+"""Rows a RowCache holds in each store; it starts again empty when one would grow past it."""
+
+
+class RowCache:
+    """The columns of job rows that do not move with the clock or the free GPUs, kept between
+    calls by whoever owns it (a policy, a training environment): only a cache, so the rows are
+    the same with or without it, or with another one.
+
+    - `static`: a shown pending job's, per JobView object (views are immutable; the simulator
+      keeps a pending job's view until it changes), checked by identity and the cluster's
+      usable GPUs: (view, usable GPUs, its row of `store`, GPU range minimum, deadline). The
+      daemon builds new views each cycle: there it only grows until it starts again.
+    - `store`: the cached rows: entry i of `static` (in insertion order) holds row i, so that
+      the rows of the shown jobs are one gather (`store[slots]`), not a list of arrays.
+    - `running`: a running job's, by (id, submit time, GPUs, restarts, usable GPUs): the submit
+      time tells apart jobs of two traces with the same id; (its row of `run_store`, its
+      deadline).
+    """
+
+    __slots__ = ("run_store", "running", "static", "store")
+
+    def __init__(self) -> None:
+        self.static: dict[int, tuple[JobView, int, int, int, float | None]] = {}
+        self.store = np.empty((_CACHE_MAX, N_JOB_FEATURES), dtype=np.float64)
+        self.running: dict[tuple[JobId, float, int, int, int], tuple[int, float | None]] = {}
+        self.run_store = np.empty((_CACHE_MAX, N_JOB_FEATURES), dtype=np.float64)
+
+    def clear(self) -> None:
+        self.static.clear()
+        self.running.clear()
 
 
 def _static_row(j: JobView, total: int, running: bool = False,
@@ -233,12 +255,12 @@ def _static_row(j: JobView, total: int, running: bool = False,
 
 
 def _pending_rows(jobs: Sequence[JobView], now: float, total: int, max_free: int,
-                  per_node: int, free: int) -> npt.NDArray[np.float64]:
+                  per_node: int, free: int, rc: RowCache) -> npt.NDArray[np.float64]:
     """The pending `jobs`' rows (float64, not clipped): the static columns from the cache,
     then wait, slack and fits_now (the values `_lt` gives, inlined)."""
     log1p, copysign = math.log1p, math.copysign
-    cache, store = _STATIC, _STORE
-    if len(cache) + len(jobs) > _STATIC_MAX:
+    cache, store = rc.static, rc.store
+    if len(cache) + len(jobs) > _CACHE_MAX:
         cache.clear()
     slots: list[int] = []
     waits: list[float] = []
@@ -290,9 +312,11 @@ def _clipped(a: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
 
 
 def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
-             pending: list[JobView] | None = None) -> Features:
+             pending: list[JobView] | None = None, *, cache: RowCache | None = None,
+             ) -> Features:
     """The observation of `snapshot` (see the module docstring); `pending`: its
-    `pending_in_order`, where the caller has it."""
+    `pending_in_order`, where the caller has it; `cache`: the caller's RowCache (None: a new
+    one, for this call only)."""
     now, m = snapshot.time, cfg.max_jobs
     if pending is None:
         pending = pending_in_order(snapshot)
@@ -300,7 +324,8 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
 
     rows = np.zeros((m, N_JOB_FEATURES), dtype=np.float64)
-    rows[:len(shown)] = _pending_rows(shown, now, total, max_free, per_node, free)
+    rows[:len(shown)] = _pending_rows(shown, now, total, max_free, per_node, free,
+                                      RowCache() if cache is None else cache)
     mask = np.zeros(m, dtype=np.int8)
     mask[:len(shown)] = 1
     bound = FEATURE_BOUND
@@ -314,28 +339,31 @@ def features(snapshot: ClusterSnapshot, cfg: FeatureConfig,
 
 
 def some_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], n_pending: int,
-              pending_gpus: int, cfg: FeatureConfig,
+              pending_gpus: int, cfg: FeatureConfig, *, cache: RowCache | None = None,
               ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32]]:
     """(rows of the pending `jobs`, the cluster features): the values `features` gives them
     (a job's row and the cluster's, so the network's scores of them are the same), without
     building the rows of every shown job. `n_pending` and `pending_gpus`: the managed pending
-    jobs and the GPUs they ask (what `features` counts)."""
+    jobs and the GPUs they ask (what `features` counts); `cache` as in `features`."""
     now = snapshot.time
     shape, usable_nodes, max_free, per_node, total, free = _free_shape(snapshot)
-    rows = _pending_rows(jobs, now, total, max_free, per_node, free)
+    rows = _pending_rows(jobs, now, total, max_free, per_node, free,
+                         RowCache() if cache is None else cache)
     cluster = _cluster_row(shape, usable_nodes, max_free, total, free, n_pending,
                            min(n_pending, cfg.max_jobs), pending_gpus,
                            len(snapshot.running_ids))
     return _clipped(rows).astype(np.float32), cluster
 
 
-def shown_rows(snapshot: ClusterSnapshot, cfg: FeatureConfig, pending: list[JobView],
+def shown_rows(snapshot: ClusterSnapshot, cfg: FeatureConfig, pending: list[JobView], *,
+               cache: RowCache | None = None,
                ) -> tuple[npt.NDArray[np.float32], npt.NDArray[np.float32], tuple[JobId, ...]]:
     """`features` without its empty slots and mask, for a policy: (the shown jobs' rows, the
     first len(shown_ids) rows of job_feats, the same values; the cluster features; shown_ids).
-    `pending`: the snapshot's `pending_in_order`."""
+    `pending`: the snapshot's `pending_in_order`; `cache` as in `features`."""
     shown = pending[:cfg.max_jobs]
-    rows, cluster = some_rows(snapshot, shown, len(pending), sum(map(_GPUS, pending)), cfg)
+    rows, cluster = some_rows(snapshot, shown, len(pending), sum(map(_GPUS, pending)), cfg,
+                              cache=cache)
     return rows, cluster, tuple(j.id for j in shown)
 
 
@@ -344,37 +372,33 @@ _DYN = tuple(JOB_FEATURES.index(c) for c in (
     "est_work"))
 _RUN_COLS = [*_DYN, _WAIT, _SLACK]
 """The columns `running_rows` writes over the static row, in its order."""
-_RUNNING: dict[tuple[JobId, float, int, int, int], tuple[int, float | None]] = {}
-"""A running job's columns that do not move while it runs, by (id, submit time, GPUs,
-restarts, usable GPUs): the submit time tells apart jobs of two traces with the same id in one
-process; (its row of _RUN_STORE, as _STATIC's, and its deadline). Only a cache, cleared when
-it would grow past _STATIC_MAX."""
-_RUN_STORE = np.empty((_STATIC_MAX, N_JOB_FEATURES), dtype=np.float64)
 
 
-def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView]) -> npt.NDArray[np.float32]:
+def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], *,
+                 cache: RowCache | None = None) -> npt.NDArray[np.float32]:
     """Rows in the JOB_FEATURES layout for running jobs (what the `rl` policy scores to decide
     preemptions): the same columns as a pending job's, from what a live cluster shows of a
     running one (remaining estimate at the snapshot's time: progress, prediction or the time
     limit minus the time run; attained service; restarts), `wait` the time since submission
-    and `fits_now` 1 (it holds its GPUs)."""
+    and `fits_now` 1 (it holds its GPUs); `cache` as in `features`."""
     now = snapshot.time
     total = _free_shape(snapshot)[4]
-    cache, store = _RUNNING, _RUN_STORE
-    if len(cache) + len(jobs) > _STATIC_MAX:
-        cache.clear()
+    rc = RowCache() if cache is None else cache
+    kept, store = rc.running, rc.run_store
+    if len(kept) + len(jobs) > _CACHE_MAX:
+        kept.clear()
     log1p, copysign, gittins = math.log1p, math.copysign, gittins_column
     slots: list[int] = []
     cols: list[tuple[float, ...]] = []
     for j in jobs:  # (_lt inlined: log1p(x / 60) / 10 for x > 0, else 0)
         gpus = j.gpus
         key = (j.id, j.submit_time, gpus, j.restarts, total)
-        hit = cache.get(key)
+        hit = kept.get(key)
         if hit is None:
-            slot = len(cache)
+            slot = len(kept)
             static, _, deadline = _static_row(j, total, running=True)
             store[slot] = static
-            hit = cache[key] = (slot, deadline)
+            hit = kept[key] = (slot, deadline)
         slot, deadline = hit
         att = j.attained_gpu_s
         run = att / max(gpus, 1)

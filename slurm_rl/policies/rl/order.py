@@ -27,7 +27,12 @@ from slurm_rl.policies.estimates import estimate_remaining
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions
 from slurm_rl.policies.rl.action import decision_from_scores
 from slurm_rl.policies.rl.checkpoint import load as load_checkpoint
-from slurm_rl.policies.rl.features import FeatureConfig, pending_in_order, shown_rows
+from slurm_rl.policies.rl.features import (
+    FeatureConfig,
+    RowCache,
+    pending_in_order,
+    shown_rows,
+)
 from slurm_rl.policies.rl.scorer import NumpyScorer
 
 NAME = "rl"
@@ -97,6 +102,8 @@ class LearnedOrder:
     """Path of a checkpoint (`slurm-rl train --out`); None: the shipped one."""
     _net: NumpyScorer = field(init=False, repr=False, compare=False)
     _fcfg: FeatureConfig = field(init=False, repr=False, compare=False)
+    _rows: RowCache = field(init=False, repr=False, compare=False)
+    """This policy's cache of job rows (features.py): only a cache, it changes no decision."""
 
     def __post_init__(self) -> None:
         path = Path(self.checkpoint) if self.checkpoint else default_checkpoint()
@@ -107,6 +114,7 @@ class LearnedOrder:
             raise RLPolicyError(f"rl: checkpoint {path} does not load: {why}") from exc
         object.__setattr__(self, "_net", loaded.scorer)
         object.__setattr__(self, "_fcfg", FeatureConfig(max_jobs=loaded.max_jobs))
+        object.__setattr__(self, "_rows", RowCache())
 
     def scores(self, rows: npt.NDArray[np.float32], cluster: npt.NDArray[np.float32],
                now: float) -> npt.NDArray[np.float64]:
@@ -120,7 +128,7 @@ class LearnedOrder:
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         pending = pending_in_order(snapshot)
-        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending)
+        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending, cache=self._rows)
         if not shown_ids:
             return decision_from_scores(snapshot, shown_ids, [], policy=self.name,
                                         pending=pending)

@@ -184,7 +184,8 @@ class RLPreempting(LearnedOrder):
                  cluster: npt.NDArray[np.float32]) -> None:
         """Score `jobs` (views of this snapshot) now and keep the scores."""
         if jobs:
-            s = self.scores(running_rows(snapshot, jobs), cluster, snapshot.time).tolist()
+            rows = running_rows(snapshot, jobs, cache=self._rows)
+            s = self.scores(rows, cluster, snapshot.time).tolist()
             now, memo, r = snapshot.time, self._memo, self.protect_run_s
             if not memo.jobs and memo.fill(jobs, s, now):  # (a full rescore: one sort)
                 if r is not None:
@@ -278,7 +279,8 @@ class RLPreempting(LearnedOrder):
         shown = [j for j in arrivals[:m - older] if not j.held]
         if not shown:
             return False
-        rows, cluster = some_rows(snapshot, shown, n_pending, pending_gpus, self._fcfg)
+        rows, cluster = some_rows(snapshot, shown, n_pending, pending_gpus, self._fcfg,
+                                  cache=self._rows)
         s = self.scores(rows, cluster, snapshot.time)
         self._sync(snapshot, cluster)
         memo = self._memo
@@ -294,7 +296,7 @@ class RLPreempting(LearnedOrder):
 
     def _plan(self, snapshot: ClusterSnapshot) -> Decision:
         pending = pending_in_order(snapshot)
-        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending)
+        rows, cluster, shown_ids = shown_rows(snapshot, self._fcfg, pending, cache=self._rows)
         n = len(shown_ids)
         if n == 0:
             return decision_from_scores(snapshot, shown_ids, [], policy=self.name,
