@@ -170,8 +170,8 @@ def agent(once: bool, interval_s: float | None, node: str | None, echo: bool,
     import signal
     import sys
 
+    from slurm_rl.cli_common import setup_logging
     from slurm_rl.config import ConfigError, load_config
-    from slurm_rl.daemon.cli import setup_logging
 
     setup_logging(verbose)
     try:

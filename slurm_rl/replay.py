@@ -164,7 +164,7 @@ def replay(since_text: str, policy: str, policy_option: tuple[str, ...], managed
            config_file: Path | None, db_path: Path | None) -> None:
     """Replay the jobs the daemon recorded under another policy, next to what happened."""
     from slurm_rl import policies
-    from slurm_rl.daemon.cli import parse_policy_options
+    from slurm_rl.cli_common import parse_policy_options
     from slurm_rl.db.readonly import ReadOnlyError, database_path, read_only_session
     from slurm_rl.sim.recorded import read_recorded
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from cluster_jobs import SLURM_RL
 
+from slurm_rl.cli_common import parse_policy_options
 from slurm_rl.core import (
     ClusterSnapshot,
     Decision,
@@ -25,7 +26,6 @@ from slurm_rl.core import (
     Preempt,
     Resize,
 )
-from slurm_rl.daemon.cli import parse_policy_options
 from slurm_rl.daemon.guarded import GuardedPolicy, check_decision
 from slurm_rl.policies.fifo import new as fifo
 
