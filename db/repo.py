@@ -17,7 +17,7 @@ import functools
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
-from typing import Any, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 from sqlalchemy import Table, case, select
 from sqlalchemy.dialects.sqlite import insert
@@ -170,6 +170,16 @@ def _upsert_jobs_stmt() -> Any:
     return stmt.on_conflict_do_update(index_elements=[_jobs.c.job_id], set_=set_)
 
 
+class _StoredJob(NamedTuple):
+    """A job's row as the last cycle left it (a NamedTuple: one is read per changed job)."""
+
+    tracked: tuple[Any, ...]
+    """The values of `_TRACKED`."""
+    state_changed_at: float
+    intent_seen_at: float | None
+    intent_edited: bool
+
+
 def upsert_jobs(
     session: Session,
     jobs: Sequence[JobView],
@@ -192,86 +202,108 @@ def upsert_jobs(
     ids = [j.id for j in jobs]
     if len(set(ids)) != len(ids):
         raise ValueError("upsert_jobs: the snapshot lists a job id twice")
-    cols = [_jobs.c[c] for c in (*_TRACKED, "state_changed_at", "intent_seen_at", "intent_edited")]
-    stored: dict[str, Any] = {}
-    for chunk in _chunks(ids):
-        for row in session.execute(select(_jobs.c.job_id, *cols).where(_jobs.c.job_id.in_(chunk))):
-            stored[row[0]] = row[1:]
-    n = len(_TRACKED)
+    stored = _stored_jobs(session, ids)
     snapshot = [
-        _tracked(j, None if (old := stored.get(j.id)) is None else old[_COMMENT], user_comments)
+        _tracked(j, None if (old := stored.get(j.id)) is None else old.tracked[_COMMENT],
+                 user_comments)
         for j in jobs
     ]
     # Recorded intents are read only for the few jobs that need them: edited or changed ones.
     need = [
         j.id for j, tracked in zip(jobs, snapshot, strict=True)
-        if (old := stored.get(j.id)) is not None and old[n + 1] is not None
-        and (old[n + 2] or old[:n] != tracked)
+        if (old := stored.get(j.id)) is not None and old.intent_seen_at is not None
+        and (old.intent_edited or old.tracked != tracked)
     ]
-    recorded_intents = _recorded_intents(session, need)
-
-    rows: list[dict[str, Any]] = []
-    events: list[dict[str, Any]] = []
-    new: list[JobId] = []
-    changes: list[StateChange] = []
-    intent_changes: list[JobId] = []
-    overrides: dict[JobId, Intent | None] = {}
+    writes = _JobWrites(now, _recorded_intents(session, need))
     for job, tracked in zip(jobs, snapshot, strict=True):
         old = stored.get(job.id)
-        last = tracked[_INTENT_LAST]
         if old is None:
-            new.append(job.id)
-            events.append({"job_id": job.id, "at": now, "kind": EventKind.STATE, "old": None,
-                           "new": job.state.value})
-            rows.append({
-                "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
-                "state_changed_at": now, "first_seen_at": now,
-                "intent_seen_at": now if job.intent is not None else None,
-                "intent_edited": False, **_intent_columns(job.intent),
-            })
-            continue
-        state_changed_at, seen_at, edited = old[n], old[n + 1], old[n + 2]
-        if old[:n] == tracked:
-            if edited:
-                overrides[job.id] = recorded_intents.get(job.id)
-            continue
-        if old[_STATE] != job.state:
-            changes.append(StateChange(job_id=job.id, old=old[_STATE], new=job.state))
-            events.append({"job_id": job.id, "at": now, "kind": EventKind.STATE,
-                           "old": old[_STATE].value, "new": job.state.value})
-            state_changed_at = now
-        if old[_INTENT_LAST] != last:
-            intent_changes.append(job.id)
-            events.append({"job_id": job.id, "at": now, "kind": EventKind.INTENT_CHANGED,
-                           "old": old[_INTENT_LAST], "new": last})
-        if seen_at is None:
+            writes.new_job(job, tracked)
+        else:
+            writes.known_job(job, tracked, old)
+    if writes.rows:
+        session.execute(_upsert_jobs_stmt(), writes.rows)
+    if writes.events:
+        session.execute(_events.insert(), writes.events)
+    progress_written = _upsert_progress(session, jobs, now=now, dropped=dropped)
+    return UpsertResult(
+        new=tuple(writes.new), state_changes=tuple(writes.changes),
+        intent_changes=tuple(writes.intent_changes), written=len(writes.rows),
+        progress_written=progress_written, intent_overrides=writes.overrides,
+        dropped=tuple(dropped),
+    )
+
+
+def _stored_jobs(session: Session, ids: Sequence[str]) -> dict[str, _StoredJob]:
+    cols = [_jobs.c[c] for c in (*_TRACKED, "state_changed_at", "intent_seen_at", "intent_edited")]
+    n = len(_TRACKED)
+    stored: dict[str, _StoredJob] = {}
+    for chunk in _chunks(ids):
+        for row in session.execute(select(_jobs.c.job_id, *cols).where(_jobs.c.job_id.in_(chunk))):
+            stored[row[0]] = _StoredJob(tuple(row[1:n + 1]), *row[n + 1:])
+    return stored
+
+
+class _JobWrites:
+    """The rows, events and findings of one `upsert_jobs` call, job by job."""
+
+    def __init__(self, now: float, recorded_intents: Mapping[str, Intent]) -> None:
+        self.now = now
+        self.recorded_intents = recorded_intents
+        self.rows: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []
+        self.new: list[JobId] = []
+        self.changes: list[StateChange] = []
+        self.intent_changes: list[JobId] = []
+        self.overrides: dict[JobId, Intent | None] = {}
+
+    def _event(self, job: JobView, kind: EventKind, old: str | None, new: str | None) -> None:
+        self.events.append({"job_id": job.id, "at": self.now, "kind": kind, "old": old,
+                            "new": new})
+
+    def new_job(self, job: JobView, tracked: tuple[Any, ...]) -> None:
+        now = self.now
+        self.new.append(job.id)
+        self._event(job, EventKind.STATE, None, job.state.value)
+        self.rows.append({
+            "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
+            "state_changed_at": now, "first_seen_at": now,
+            "intent_seen_at": now if job.intent is not None else None,
+            "intent_edited": False, **_intent_columns(job.intent),
+        })
+
+    def known_job(self, job: JobView, tracked: tuple[Any, ...], old: _StoredJob) -> None:
+        if old.tracked == tracked:
+            if old.intent_edited:
+                self.overrides[job.id] = self.recorded_intents.get(job.id)
+            return
+        state_changed_at = old.state_changed_at
+        old_state, old_last = old.tracked[_STATE], old.tracked[_INTENT_LAST]
+        last = tracked[_INTENT_LAST]
+        if old_state != job.state:
+            self.changes.append(StateChange(job_id=job.id, old=old_state, new=job.state))
+            self._event(job, EventKind.STATE, old_state.value, job.state.value)
+            state_changed_at = self.now
+        if old_last != last:
+            self.intent_changes.append(job.id)
+            self._event(job, EventKind.INTENT_CHANGED, old_last, last)
+        if old.intent_seen_at is None:
             # First seen without an intent: one that shows up later is not believed
             # (docs/security.md, "one rule"); the job stays as it was first seen.
             recorded = None
-            if job.intent is not None and old[_INTENT_LAST] != last:
-                events.append({"job_id": job.id, "at": now, "kind": EventKind.INTENT_LATE,
-                               "old": old[_INTENT_LAST], "new": last})
+            if job.intent is not None and old_last != last:
+                self._event(job, EventKind.INTENT_LATE, old_last, last)
         else:
-            recorded = recorded_intents.get(job.id)
+            recorded = self.recorded_intents.get(job.id)
         edited = job.intent != recorded
         if edited:
-            overrides[job.id] = recorded
-        rows.append({
+            self.overrides[job.id] = recorded
+        self.rows.append({
             "job_id": job.id, **dict(zip(_TRACKED, tracked, strict=True)),
-            "state_changed_at": state_changed_at, "first_seen_at": now,
-            "intent_seen_at": seen_at, "intent_edited": edited, **_intent_columns(recorded),
+            "state_changed_at": state_changed_at, "first_seen_at": self.now,
+            "intent_seen_at": old.intent_seen_at, "intent_edited": edited,
+            **_intent_columns(recorded),
         })
-
-    if rows:
-        session.execute(_upsert_jobs_stmt(), rows)
-    if events:
-        session.execute(_events.insert(), events)
-    progress_written = _upsert_progress(session, jobs, now=now, dropped=dropped)
-    return UpsertResult(
-        new=tuple(new), state_changes=tuple(changes), intent_changes=tuple(intent_changes),
-        written=len(rows), progress_written=progress_written, intent_overrides=overrides,
-        dropped=tuple(dropped),
-    )
 
 
 def _bounded_jobs(jobs: Sequence[JobView]) -> tuple[list[JobView], list[tuple[JobId, str]]]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from slurm_rl.config import Actuation
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
@@ -171,45 +171,49 @@ def gpu_request(total: int, node_cap: int) -> tuple[int, int] | None:
     return total // nodes, nodes
 
 
-def plan_changes(
-    decision: Decision,
-    snapshot: ClusterSnapshot,
-    *,
-    mode: Actuation = Actuation.SITE_FACTOR,
-    scale: RankScale | None = None,
-    known_values: Mapping[JobId, int] | None = None,
-    gpus_per_job: frozenset[JobId] = frozenset(),
-    max_ids: int = MAX_IDS_PER_COMMAND,
-    limits: Mapping[str, PartitionLimits] | None = None,
-    assoc: AssocLimits | None = None,
-    resizes_applied: bool = False,
-    preemptions_applied: bool = False,
-    cpus_per_gpu: Mapping[JobId, int] | None = None,
-) -> ChangePlan:
+@dataclass(frozen=True, kw_only=True)
+class PlanInputs:
+    """What `plan_changes` needs besides the decision and the snapshot: how order becomes
+    values, and what Slurm and the site already say of the jobs."""
+
+    mode: Actuation = Actuation.SITE_FACTOR
+    scale: RankScale = field(default_factory=RankScale)
+    max_ids: int = MAX_IDS_PER_COMMAND
+    known_values: Mapping[JobId, int] = field(default_factory=dict)
+    """The SiteFactor each job has in Slurm as far as we know (the last action that finished
+    DONE; 22.05 shows SiteFactor nowhere for held or not-yet-eligible jobs). In strict mode the
+    job's priority comes from the snapshot."""
+    gpus_per_job: frozenset[JobId] = frozenset()
+    """Jobs that asked for GPUs per job (--gpus): their GPU count is left alone, since
+    TresPerNode would add a second, conflicting request."""
+    limits: Mapping[str, PartitionLimits] | None = None
+    """What each partition lets a user ask for (limits.py). A GPU count is applied only within
+    what the job's owner could ask for in its partition — the daemon acts as operator, which
+    skips the checks slurmctld makes for the owner — else skipped with the reason. None: the
+    count is capped by the largest usable node only (pure unit tests of ordering)."""
+    assoc: AssocLimits | None = None
+    """Association limits (limits.py), with `limits`."""
+    cpus_per_gpu: Mapping[JobId, int] = field(default_factory=dict)
+    """Jobs whose CPUs the daemon chose (sizing.py: `sized_cpus_per_gpu`), with the CPUs per
+    GPU they were sized with: a new GPU count carries `MinCPUsNode` at that ratio, under the
+    node's CPUs and the owner's CPU limits (`cpus_for`), so CPUs follow GPUs. Other jobs keep
+    the CPUs their owner asked for."""
+    resizes_applied: bool = False
+    """daemon/resize.py applies the decision's resizes (not a dry run): else each is listed in
+    `skipped` with `NOT_APPLIED`."""
+    preemptions_applied: bool = False
+    """daemon/preempt.py applies the decision's preemptions (not a dry run): else as above."""
+
+
+def plan_changes(decision: Decision, snapshot: ClusterSnapshot,
+                 inputs: PlanInputs | None = None) -> ChangePlan:
     """The fewest changes that make Slurm reflect `decision`.
 
-    `known_values`: the SiteFactor each job has in Slurm as far as we know (the last action
-    that finished DONE; 22.05 shows SiteFactor nowhere for held or not-yet-eligible jobs). In
-    strict mode the job's priority comes from the snapshot. Only managed pending jobs are
-    touched; everything else in the decision is listed in `skipped` with the reason (resizes
-    and preemptions: `NOT_APPLIED`, unless `resizes_applied` / `preemptions_applied`, since
-    daemon/resize.py and daemon/preempt.py apply them, with their own reasons). Jobs in
-    `gpus_per_job` asked for GPUs per job (--gpus): their GPU count is left alone, since
-    TresPerNode would add a second, conflicting request.
-
-    `limits`: what each partition lets a user ask for, `assoc`: association limits (limits.py).
-    A GPU count is applied only within what the job's owner could ask for in its partition —
-    the daemon acts as operator, which skips the checks slurmctld makes for the owner — else
-    skipped with the reason. Without limits (None) the
-    count is capped by the largest usable node only (pure unit tests of ordering).
-
-    `cpus_per_gpu`: jobs whose CPUs the daemon chose (sizing.py: `sized_cpus_per_gpu`), with
-    the CPUs per GPU they were sized with: a new GPU count carries `MinCPUsNode` at that ratio,
-    under the node's CPUs and the owner's CPU limits (`cpus_for`), so CPUs follow GPUs. Other
-    jobs keep the CPUs their owner asked for.
+    Only managed pending jobs are touched; everything else in the decision is listed in
+    `skipped` with the reason (resizes and preemptions: `NOT_APPLIED`, unless applied by
+    daemon/resize.py and daemon/preempt.py, which give their own reasons).
     """
-    scale = scale or RankScale()
-    known = known_values or {}
+    inputs = inputs or PlanInputs()
     jobs = {j.id: j for j in snapshot.jobs}
     node_cap = max((n.gpus_total for n in snapshot.nodes if n.state.usable), default=0)
     by_value: dict[int, list[JobId]] = defaultdict(list)
@@ -222,9 +226,9 @@ def plan_changes(
         if why or job is None:
             skipped.append(Skip(job_id=order.job_id, why=why or "not in the snapshot"))
             continue
-        value = scale.value(order.rank)
-        if mode is Actuation.SITE_FACTOR:
-            current: int | None = known.get(job.id)
+        value = inputs.scale.value(order.rank)
+        if inputs.mode is Actuation.SITE_FACTOR:
+            current: int | None = inputs.known_values.get(job.id)
         elif job.held:
             skipped.append(Skip(job_id=job.id, why="held: Slurm refuses Priority= on held jobs"))
             current = value
@@ -235,51 +239,73 @@ def plan_changes(
         else:
             unchanged += 1
         if order.gpus is not None and order.gpus != job.gpus:
-            cap, over, limit = node_cap, outside_range(job, order.gpus), None
-            if limits is not None and not over:
-                limit = job_limits(job, limits, assoc)
-                if limit is None:
-                    over = f"partition {job.partition!r} has no known GPU limits"
-                else:
-                    cap = limit.per_node_cap()
-                    if order.gpus > limit.max_total():
-                        over = (f"{order.gpus} GPUs exceed what partition {job.partition!r} "
-                                f"allows this job ({limit.max_total()})")
-            fields = None if over else _gpu_fields(job, order.gpus, cap)
-            ratio = (cpus_per_gpu or {}).get(job.id)
-            if fields is not None and ratio is not None:
-                cpus = _cpu_field(job, order.gpus, cap, ratio, snapshot, limit)
-                if cpus is None:
-                    over = (f"{order.gpus} GPUs: no usable node of partition "
-                            f"{job.partition!r} has the GPUs per node they need")
-                fields = None if cpus is None else (*fields, cpus)
-            if over:
-                skipped.append(Skip(job_id=job.id, why=over))
-            elif job.id in gpus_per_job:
-                skipped.append(Skip(job_id=job.id, why="GPUs asked per job (--gpus): "
-                                    "not resized"))
-            elif fields is None:
-                skipped.append(Skip(job_id=job.id, why=f"{order.gpus} GPUs can not be split "
-                                    f"evenly over nodes of {cap} GPUs"))
+            gpus = _gpu_change(job, order.gpus, snapshot, node_cap, inputs)
+            if isinstance(gpus, Skip):
+                skipped.append(gpus)
             else:
-                by_gpus[fields].append(job.id)
-    for resize in () if resizes_applied else decision.resizes:
-        skipped.append(Skip(job_id=resize.job_id, why=NOT_APPLIED[EntryKind.RESIZE],
-                            entry=EntryKind.RESIZE))
-    for pre in () if preemptions_applied else decision.preemptions:
-        skipped.append(Skip(job_id=pre.job_id, why=NOT_APPLIED[EntryKind.PREEMPT],
-                            entry=EntryKind.PREEMPT))
+                by_gpus[gpus].append(job.id)
+    skipped += _not_applied(decision, inputs)
+    changes = (*_value_changes(by_value, inputs), *_gpu_changes(by_gpus, inputs.max_ids))
+    return ChangePlan(changes=changes, skipped=tuple(skipped), unchanged=unchanged)
 
-    changes: list[Change] = []
+
+def _gpu_change(job: JobView, gpus: int, snapshot: ClusterSnapshot, node_cap: int,
+                inputs: PlanInputs) -> tuple[tuple[str, str], ...] | Skip:
+    """The fields that give `job` `gpus` GPUs (its CPUs following them when sized), or why
+    not."""
+    cap, over, limit = node_cap, outside_range(job, gpus), None
+    if inputs.limits is not None and not over:
+        limit = job_limits(job, inputs.limits, inputs.assoc)
+        if limit is None:
+            over = f"partition {job.partition!r} has no known GPU limits"
+        else:
+            cap = limit.per_node_cap()
+            if gpus > limit.max_total():
+                over = (f"{gpus} GPUs exceed what partition {job.partition!r} "
+                        f"allows this job ({limit.max_total()})")
+    fields = None if over else _gpu_fields(job, gpus, cap)
+    ratio = inputs.cpus_per_gpu.get(job.id)
+    if fields is not None and ratio is not None:
+        cpus = _cpu_field(job, gpus, cap, ratio, snapshot, limit)
+        if cpus is None:
+            over = (f"{gpus} GPUs: no usable node of partition "
+                    f"{job.partition!r} has the GPUs per node they need")
+        fields = None if cpus is None else (*fields, cpus)
+    if over:
+        return Skip(job_id=job.id, why=over)
+    if job.id in inputs.gpus_per_job:
+        return Skip(job_id=job.id, why="GPUs asked per job (--gpus): not resized")
+    if fields is None:
+        return Skip(job_id=job.id, why=f"{gpus} GPUs can not be split evenly over nodes of "
+                    f"{cap} GPUs")
+    return fields
+
+
+def _not_applied(decision: Decision, inputs: PlanInputs) -> list[Skip]:
+    """The decision's resizes and preemptions this plan leaves on paper (a dry run)."""
+    out: list[Skip] = []
+    if not inputs.resizes_applied:
+        out += [Skip(job_id=r.job_id, why=NOT_APPLIED[EntryKind.RESIZE],
+                     entry=EntryKind.RESIZE) for r in decision.resizes]
+    if not inputs.preemptions_applied:
+        out += [Skip(job_id=p.job_id, why=NOT_APPLIED[EntryKind.PREEMPT],
+                     entry=EntryKind.PREEMPT) for p in decision.preemptions]
+    return out
+
+
+def _value_changes(by_value: Mapping[int, list[JobId]], inputs: PlanInputs) -> list[Change]:
     # Highest value first: if a cycle is cut short, the jobs that run next are already right.
-    for value in sorted(by_value, reverse=True):
-        for ids in _chunks(sorted(by_value[value], key=id_key), max_ids):
-            changes.append(Change(kind=action_kind(mode), job_ids=ids,
-                                  fields=((update_field(mode), str(value)),)))
-    for fields in sorted(by_gpus):
-        for ids in _chunks(sorted(by_gpus[fields], key=id_key), max_ids):
-            changes.append(Change(kind=ActionKind.TRES_PER_NODE, job_ids=ids, fields=fields))
-    return ChangePlan(changes=tuple(changes), skipped=tuple(skipped), unchanged=unchanged)
+    kind, name = action_kind(inputs.mode), update_field(inputs.mode)
+    return [Change(kind=kind, job_ids=ids, fields=((name, str(value)),))
+            for value in sorted(by_value, reverse=True)
+            for ids in _chunks(sorted(by_value[value], key=id_key), inputs.max_ids)]
+
+
+def _gpu_changes(by_gpus: Mapping[tuple[tuple[str, str], ...], list[JobId]], max_ids: int
+                 ) -> list[Change]:
+    return [Change(kind=ActionKind.TRES_PER_NODE, job_ids=ids, fields=fields)
+            for fields in sorted(by_gpus)
+            for ids in _chunks(sorted(by_gpus[fields], key=id_key), max_ids)]
 
 
 def _not_actionable(job: JobView | None) -> str:

@@ -31,6 +31,7 @@ from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
     BatchResult,
     ChangePlan,
+    PlanInputs,
     ScontrolExecutor,
     gpu_changes,
     plan_changes,
@@ -226,13 +227,13 @@ class Daemon:
         # released (restart.py, SETTLE_S); sized jobs' CPUs follow their GPUs.
         acted = without_gpus(decision, [*(j.id for j in waiting),
                                         *self.resizer.settling(session, snapshot)])
-        plan = plan_changes(acted, snapshot, mode=self.options.actuation,
-                            cpus_per_gpu=sized_cpus_per_gpu(
-                                session, gpu_changes(acted, snapshot)),
-                            scale=self.options.scale, known_values=self._known,
-                            gpus_per_job=polled.gpus_per_job, limits=admitted.limits,
-                            assoc=admitted.assoc, resizes_applied=not self.options.dry_run,
-                            preemptions_applied=not self.options.dry_run)
+        plan = plan_changes(acted, snapshot, PlanInputs(
+            mode=self.options.actuation, scale=self.options.scale,
+            known_values=self._known or {}, gpus_per_job=polled.gpus_per_job,
+            limits=admitted.limits, assoc=admitted.assoc,
+            cpus_per_gpu=sized_cpus_per_gpu(session, gpu_changes(acted, snapshot)),
+            resizes_applied=not self.options.dry_run,
+            preemptions_applied=not self.options.dry_run))
         return _Decided(decision=decision, waiting=tuple(waiting), plan=plan)
 
     def _report(self, polled: Polled, seen: _Seen, decided: _Decided, recorded: _Recorded,

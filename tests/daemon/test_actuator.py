@@ -23,6 +23,7 @@ from slurm_rl.core import (
 )
 from slurm_rl.daemon.actuator import (
     Change,
+    PlanInputs,
     RankScale,
     attribute,
     gpu_request,
@@ -89,7 +90,7 @@ def test_inserting_one_job_at_the_top_of_10000_changes_about_distinct_plus_log_v
 def test_first_plan_sets_every_value_batched_per_value() -> None:
     s = RankScale(top=100, distinct=2)
     jobs = [job(i) for i in range(1, 7)]
-    plan = plan_changes(ranked(6, 5, 4, 3, 2, 1), snap(*jobs), scale=s)
+    plan = plan_changes(ranked(6, 5, 4, 3, 2, 1), snap(*jobs), PlanInputs(scale=s))
     assert [c.command for c in plan.changes] == [
         "update JobId=6 SiteFactor=100",
         "update JobId=5 SiteFactor=99",
@@ -103,10 +104,10 @@ def test_values_slurm_already_has_are_not_reissued() -> None:
     s = RankScale(top=100, distinct=2)
     jobs = [job(i) for i in range(1, 5)]
     known = {JobId("1"): 100, JobId("2"): 99, JobId("3"): 98, JobId("4"): 98}
-    assert plan_changes(ranked(1, 2, 3, 4), snap(*jobs), scale=s,
-                        known_values=known).changes == ()
+    assert plan_changes(ranked(1, 2, 3, 4), snap(*jobs),
+                        PlanInputs(scale=s, known_values=known)).changes == ()
     # Job 4 jumps to the top: it and the two it passes change, job 3 stays in its bucket.
-    plan = plan_changes(ranked(4, 1, 2, 3), snap(*jobs), scale=s, known_values=known)
+    plan = plan_changes(ranked(4, 1, 2, 3), snap(*jobs), PlanInputs(scale=s, known_values=known))
     assert [c.command for c in plan.changes] == [
         "update JobId=4 SiteFactor=100", "update JobId=1 SiteFactor=99",
         "update JobId=2 SiteFactor=98"]
@@ -116,7 +117,8 @@ def test_values_slurm_already_has_are_not_reissued() -> None:
 def test_strict_mode_compares_with_the_priority_slurm_shows_and_skips_held_jobs() -> None:
     s = RankScale(top=100, distinct=8)
     jobs = [job(1, priority=100), job(2, priority=5), job(3, priority=0, held=True)]
-    plan = plan_changes(ranked(1, 2, 3), snap(*jobs), mode=Actuation.PRIORITY, scale=s)
+    plan = plan_changes(ranked(1, 2, 3), snap(*jobs),
+                        PlanInputs(mode=Actuation.PRIORITY, scale=s))
     assert [c.command for c in plan.changes] == ["update JobId=2 Priority=99"]
     assert plan.changes[0].kind is ActionKind.PRIORITY
     assert [k.job_id for k in plan.skipped] == ["3"]
@@ -148,7 +150,8 @@ def test_resizes_and_preemptions_of_running_jobs_are_skipped_and_said_so() -> No
         ("3", EntryKind.PREEMPT, "not applied: a dry run preempts no running job")]
     assert plan.not_applied_note() == (
         "not applied: 1 resize(s) and 1 preemption(s) of running jobs (a dry run applies none)")
-    acting = plan_changes(decision, snap(*jobs), resizes_applied=True, preemptions_applied=True)
+    acting = plan_changes(decision, snap(*jobs),
+                          PlanInputs(resizes_applied=True, preemptions_applied=True))
     assert acting.skipped == () and acting.not_applied_note() is None
     only_order = plan_changes(Decision(policy="t", order=decision.order), snap(*jobs))
     assert only_order.not_applied_note() is None
@@ -160,7 +163,7 @@ def test_gpu_counts_become_tres_per_node_and_num_nodes() -> None:
             job(5, gpus=2, intent=RANGE)]
     known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 6)}
     plan = plan_changes(ranked(1, 2, 3, 4, 5, gpus={1: 4, 2: 8, 3: 4, 4: 2, 5: 7}),
-                        snap(*jobs), known_values=known)
+                        snap(*jobs), PlanInputs(known_values=known))
     cmds = [c.command for c in plan.changes]
     assert cmds == [
         "update JobId=4 TresPerNode=gres:gpu:2 NumNodes=1",   # 8 on 2 nodes -> 2 on one
@@ -182,8 +185,8 @@ def test_gpu_request_splits_evenly_over_whole_nodes_or_refuses() -> None:
 
 def test_commands_are_chunked() -> None:
     jobs = [job(i) for i in range(1, 11)]
-    plan = plan_changes(ranked(*range(1, 11)), snap(*jobs), scale=RankScale(distinct=1),
-                        max_ids=4)
+    plan = plan_changes(ranked(*range(1, 11)), snap(*jobs),
+                        PlanInputs(scale=RankScale(distinct=1), max_ids=4))
     assert [len(c.job_ids) for c in plan.changes] == [1, 1, 2, 4, 2]
 
 
@@ -237,8 +240,8 @@ def test_bad_scales_are_refused(bad: dict[str, int]) -> None:
 
 def test_jobs_that_asked_for_gpus_per_job_keep_their_count() -> None:
     plan = plan_changes(ranked(1, gpus={1: 4}), snap(job(1, gpus=2, intent=RANGE)),
-                        known_values={JobId("1"): RankScale().value(0)},
-                        gpus_per_job=frozenset({JobId("1")}))
+                        PlanInputs(known_values={JobId("1"): RankScale().value(0)},
+                                   gpus_per_job=frozenset({JobId("1")})))
     assert plan.changes == ()
     assert [s.why for s in plan.skipped] == ["GPUs asked per job (--gpus): not resized"]
 
@@ -250,7 +253,7 @@ def test_a_gpu_count_outside_the_job_s_range_is_never_applied() -> None:
             job(3, gpus=1, intent=Intent(gpus_min=1, gpus_max=2))]
     known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 4)}
     plan = plan_changes(ranked(1, 2, 3, gpus={1: 4, 2: 1, 3: 2}), snap(*jobs),
-                        known_values=known)
+                        PlanInputs(known_values=known))
     assert [c.command for c in plan.changes] == ["update JobId=3 TresPerNode=gres:gpu:2"]
     assert [(k.job_id, k.why) for k in plan.skipped] == [
         ("1", "4 GPUs are outside the job's range 1-2"),

@@ -34,7 +34,7 @@ from slurm_rl.core import (
     NodeState,
     NodeView,
 )
-from slurm_rl.daemon.actuator import gpu_changes, plan_changes, without_gpus
+from slurm_rl.daemon.actuator import PlanInputs, gpu_changes, plan_changes, without_gpus
 from slurm_rl.daemon.gate import Gate
 from slurm_rl.daemon.limits import PartitionLimits, TresLimits, job_limits
 from slurm_rl.daemon.restart import SETTLE_S, Sequencer
@@ -88,11 +88,11 @@ def test_a_job_a_resize_just_released_keeps_its_count_while_pending(session: Ses
     assert settling == {JobId("42")}
     # Before the fix: the policy's pending count, 1 GPU, went over the resize's 2.
     assert [c.command for c in plan_changes(one_gpu(pending), snap(t[0], pending),
-                                            limits=OPEN).changes
+                                            PlanInputs(limits=OPEN)).changes
             if c.kind is ActionKind.TRES_PER_NODE] == [
         "update JobId=42 TresPerNode=gres:gpu:1"]
     acted = without_gpus(one_gpu(pending), settling)
-    plan = plan_changes(acted, snap(t[0], pending), limits=OPEN)
+    plan = plan_changes(acted, snap(t[0], pending), PlanInputs(limits=OPEN))
     assert not [c for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE]
     assert [o.job_id for o in acted.order] == [JobId("42")]  # its order is still set
     # A daemon restarted meanwhile knows it from the action log.
@@ -131,22 +131,22 @@ def test_a_sized_job_s_pending_update_carries_its_cpus() -> None:
     decision = Decision(policy="t", order=(JobOrder(job_id=JobId("42"), rank=0, gpus=1),
                                            JobOrder(job_id=JobId("43"), rank=1, gpus=1)))
     assert gpu_changes(decision, s) == [JobId("42"), JobId("43")]
-    plan = plan_changes(decision, s, limits=OPEN, known_values={JobId("42"): 10_000,
-                                                                JobId("43"): 9_999},
-                        cpus_per_gpu={JobId("42"): 2})
+    plan = plan_changes(decision, s, PlanInputs(
+        limits=OPEN, known_values={JobId("42"): 10_000, JobId("43"): 9_999},
+        cpus_per_gpu={JobId("42"): 2}))
     assert [c.command for c in plan.changes] == [
         "update JobId=43 TresPerNode=gres:gpu:1",  # its owner's CPUs: left alone
         "update JobId=42 TresPerNode=gres:gpu:1 MinCPUsNode=2"]
     # 6 GPUs on 2 nodes at 3 CPUs a GPU: 9 a node, capped by the 8-CPU nodes; then by the
     # owner's CPU limits.
     six = Decision(policy="t", order=(JobOrder(job_id=JobId("42"), rank=0, gpus=6),))
-    plan = plan_changes(six, s, limits=OPEN, known_values={JobId("42"): 10_000},
-                        cpus_per_gpu={JobId("42"): 3})
+    plan = plan_changes(six, s, PlanInputs(limits=OPEN, known_values={JobId("42"): 10_000},
+                                           cpus_per_gpu={JobId("42"): 3}))
     assert [c.command for c in plan.changes] == [
         "update JobId=42 TresPerNode=gres:gpu:3 NumNodes=2 MinCPUsNode=8"]
     capped = {"gpu": replace(OPEN["gpu"], max_cpus_per_job=10)}
-    plan = plan_changes(six, s, limits=capped, known_values={JobId("42"): 10_000},
-                        cpus_per_gpu={JobId("42"): 3})
+    plan = plan_changes(six, s, PlanInputs(limits=capped, known_values={JobId("42"): 10_000},
+                                           cpus_per_gpu={JobId("42"): 3}))
     assert [c.command for c in plan.changes] == [
         "update JobId=42 TresPerNode=gres:gpu:3 NumNodes=2 MinCPUsNode=5"]
 

@@ -17,7 +17,7 @@ from slurm_rl.core import (
     NodeView,
     ServiceClass,
 )
-from slurm_rl.daemon.actuator import plan_changes
+from slurm_rl.daemon.actuator import PlanInputs, plan_changes
 from slurm_rl.daemon.limits import (
     build_limits,
     parse_assoc_gpu_limits,
@@ -136,16 +136,16 @@ def test_actuator_never_asks_beyond_the_partition() -> None:
     j = job(Intent(gpus_min=1, gpus_max=8))
     decision = Decision(policy="test",
                         order=(JobOrder(job_id=j.id, rank=0, gpus=8, reason="forged"),))
-    plan = plan_changes(decision, snapshot(j), limits=limits)
+    plan = plan_changes(decision, snapshot(j), PlanInputs(limits=limits))
     assert not [c for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE]
     assert any("exceed what partition 'gpu' allows this job (4)" in s.why for s in plan.skipped)
     # within the limit it is applied
     ok = Decision(policy="test", order=(JobOrder(job_id=j.id, rank=0, gpus=3, reason="fits"),))
-    plan = plan_changes(ok, snapshot(j), limits=limits)
+    plan = plan_changes(ok, snapshot(j), PlanInputs(limits=limits))
     assert [c.fields for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE] == [
         (("TresPerNode", "gres:gpu:3"),)]
     # an unknown partition: no GPU change at all
-    other = plan_changes(ok, snapshot(j), limits={})
+    other = plan_changes(ok, snapshot(j), PlanInputs(limits={}))
     assert not [c for c in other.changes if c.kind is ActionKind.TRES_PER_NODE]
 
 
@@ -183,6 +183,6 @@ def test_actuator_never_asks_beyond_the_association() -> None:
     j = job(Intent(gpus_min=1, gpus_max=8), user="alice", account="lab")
     decision = Decision(policy="test",
                         order=(JobOrder(job_id=j.id, rank=0, gpus=3, reason="too many"),))
-    plan = plan_changes(decision, snapshot(j), limits=limits, assoc=assoc)
+    plan = plan_changes(decision, snapshot(j), PlanInputs(limits=limits, assoc=assoc))
     assert not [c for c in plan.changes if c.kind is ActionKind.TRES_PER_NODE]
     assert any("allows this job (2)" in s.why for s in plan.skipped)
