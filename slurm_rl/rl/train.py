@@ -130,124 +130,55 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
     """Train; keep the best validated checkpoint at `out`, the curve at out.with_suffix
     ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...).
 
-    `runner` runs the rollouts and validation episodes (slurm_rl/executor.py; default: `cfg.workers`
-    local processes, closed at the end; a given one is the caller's to close). `init`: start
-    from this checkpoint's network (its ModelConfig wins over cfg's; no imitation) instead of
-    fresh weights; iteration 0 then validates it unchanged, so the kept checkpoint is never
-    worse on validation. `meta` is added to the checkpoint's meta."""
+    `runner` runs the rollouts and validation episodes (slurm_rl/executor.py; default:
+    `cfg.workers` local processes, closed at the end; a given one is the caller's to close).
+    `init`: start from this checkpoint's network (its ModelConfig wins over cfg's; no
+    imitation) instead of fresh weights; iteration 0 then validates it unchanged, so the kept
+    checkpoint is never worse on validation. `meta` is added to the checkpoint's meta."""
     t0 = time.time()
-    # -- seeding -----------------------------------------------------------------------
-    random.seed(cfg.seed)
-    np.random.seed(cfg.seed)
-    torch.manual_seed(cfg.seed)
-    torch.set_num_threads(1)
-    # -- network -------------------------------------------------------------------------
-    if init is not None:
-        net, _ = rl_model.load(init)
-        net.train()
-        mcfg = net.cfg
-        echo(f"initial weights from {init} (hidden {mcfg.hidden}, max_jobs {mcfg.max_jobs})")
-    else:
-        mcfg = ModelConfig(hidden=cfg.hidden, max_jobs=cfg.max_jobs,
-                           init_log_std=cfg.init_log_std)
-        net = JobScorer(mcfg)
+    _seed(cfg.seed)
+    net = _network(cfg, init, echo)
     imitation = cfg.imitation_epochs if init is None else 0
     if init is not None and cfg.imitation_epochs > 0:
         echo("no imitation warm start: the network comes from --init")
-    mdict = rollout.config_dict(mcfg)
     extra = {"train": dataclasses.asdict(cfg), **({"init": str(init)} if init else {}),
              **(meta or {})}
     opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate, eps=1e-5)
     pool = runner or LocalRunner(cfg.workers)
-    fn = rollout.run_task
+    work = _Rollouts(cfg=cfg, net=net, pool=pool, scenarios=scenarios, validation=validation)
     rows: list[dict[str, Any]] = []
-    try:
-        def batch(steps: int, it: int) -> dict[str, np.ndarray]:
-            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            parts = pool.map(fn, [("collect", mdict, state, scenarios, steps,
-                                   cfg.seed * 100_003 + it * cfg.workers + w)
-                                  for w in range(cfg.workers)])
-            for p in parts:
-                p["adv"], p["ret"] = rollout.gae(p["rewards"], p["values"], p["dones"],
-                                                 float(p["last_value"]), cfg.gamma,
-                                                 cfg.gae_lambda)
-            return {k: np.concatenate([np.atleast_1d(p[k]) for p in parts]) for k in parts[0]}
-
-        def episodes(state: dict[str, torch.Tensor] | None, ranking: str) -> list[Any]:
-            return [("evaluate_episode", mdict, state, sc, ranking) for sc in validation]
-
-        def validate() -> float:
-            state = {k: v.detach().clone() for k, v in net.state_dict().items()}
-            return float(np.mean(pool.map(fn, episodes(state, "net"))))
-
-        # One batch for both references and the initial weights (one job array on Slurm).
-        n = len(validation)
-        state0 = {k: v.detach().clone() for k, v in net.state_dict().items()}
-        names = list(dict.fromkeys(("fifo", "gittins", cfg.imitation_teacher)))
-        first = pool.map(fn, [*(e for r in names for e in episodes(None, r)),
-                              *episodes(state0, "net")])
-        refs = {r: float(np.mean(first[i * n:(i + 1) * n])) for i, r in enumerate(names)}
-        untrained = float(np.mean(first[len(names) * n:]))
+    steps = 0
+    try:  # (the order of every seeded draw is the order of the steps below)
+        refs, untrained = work.references()
         echo("validation references (return = -avg JCT h; orders without preemption): "
              + ", ".join(f"{r} {v:.5g}" for r, v in refs.items()))
         echo(f"initial weights: val {untrained:.5g}")
         best = untrained
-        # -- imitation warm start: rank as the teacher column does ----------------------
         if imitation > 0:
-            b = batch(cfg.imitation_steps, -1)
-            x = [torch.from_numpy(b[k]) for k in ("jobs", "mask", "cluster")]
-            target = torch.from_numpy(rollout.imitation_targets(b["jobs"], b["mask"],
-                                                                cfg.imitation_teacher))
-            for _ in range(imitation):
-                for idx in torch.randperm(len(target)).split(cfg.minibatch_size):
-                    mean, _ = net(x[0][idx], x[1][idx], x[2][idx])
-                    loss = (((mean - target[idx]) ** 2) * x[1][idx]).sum() / x[1][idx].sum()
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-            echo(f"imitation: {imitation} epochs on {len(target)} states, "
-                 f"loss {loss.item():.4f}")
-            best = validate()
+            loss, states = _imitate(cfg, net, opt, work.batch(cfg.imitation_steps, -1),
+                                    imitation)
+            echo(f"imitation: {imitation} epochs on {states} states, loss {loss:.4f}")
+            best = work.validate()
         save(net, out, {"iteration": 0, "val_return": best, **extra})
         rows.append({"iteration": 0, "steps": 0, "wall_s": round(time.time() - t0, 1),
-                     "train_return": "", "val_return": best, **{f"ref_{k}": v
-                                                                for k, v in refs.items()}})
+                     "train_return": "", "val_return": best,
+                     **{f"ref_{k}": v for k, v in refs.items()}})
         echo(f"iter 0: val {best:.5g}")
-        steps = 0
-        # -- PPO loop -----------------------------------------------------------------------
         for it in range(1, cfg.iterations + 1):
-            for g in opt.param_groups:
+            for g in opt.param_groups:  # (the step size annealed linearly to 0)
                 g["lr"] = cfg.learning_rate * (1.0 - (it - 1) / cfg.iterations)
-            b = batch(cfg.steps_per_worker, it)
+            b = work.batch(cfg.steps_per_worker, it)
             steps += len(b["rewards"])
-            t = {k: torch.from_numpy(np.asarray(b[k], np.float32))
-                 for k in ("jobs", "mask", "cluster", "actions", "logp", "adv", "ret")}
-            for _ in range(cfg.update_epochs):
-                for idx in torch.randperm(len(t["ret"])).split(cfg.minibatch_size):
-                    mean, value = net(t["jobs"][idx], t["mask"][idx], t["cluster"][idx])
-                    logp = rollout.log_prob(mean, net.log_std, t["actions"][idx], t["mask"][idx])
-                    ratio = (logp - t["logp"][idx]).clamp(-20, 20).exp()
-                    adv = t["adv"][idx]
-                    adv = (adv - adv.mean()) / (adv.std() + 1e-8)
-                    pg = torch.max(-adv * ratio, -adv * ratio.clamp(1 - cfg.clip_coef,
-                                                                    1 + cfg.clip_coef)).mean()
-                    v_loss = 0.5 * ((value - t["ret"][idx]) ** 2).mean()
-                    loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * net.log_std
-                    opt.zero_grad()
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
-                    opt.step()
-            ep = b["ep_returns"]
-            row: dict[str, Any] = {"iteration": it, "steps": steps,
-                                   "wall_s": round(time.time() - t0, 1),
-                                   "train_return": float(ep.mean()) if len(ep) else "",
-                                   "val_return": "", **{f"ref_{k}": v for k, v in refs.items()}}
+            pg, v_loss = _ppo_update(cfg, net, opt, b)
+            row = {"iteration": it, "steps": steps, "wall_s": round(time.time() - t0, 1),
+                   "train_return": _mean_or_blank(b["ep_returns"]), "val_return": "",
+                   **{f"ref_{k}": v for k, v in refs.items()}}
             tr = "-" if row["train_return"] == "" else f"{row['train_return']:.5g}"
-            line = (f"iter {it}/{cfg.iterations}: steps {steps}, episodes {len(ep)}, train "
-                    f"return {tr}, pg {pg.item():.4f}, v {v_loss.item():.5f}, "
+            line = (f"iter {it}/{cfg.iterations}: steps {steps}, episodes "
+                    f"{len(b['ep_returns'])}, train return {tr}, pg {pg:.4f}, v {v_loss:.5f}, "
                     f"log_std {net.log_std.item():.2f}")
             if it % cfg.validate_every == 0 or it == cfg.iterations:
-                val = row["val_return"] = validate()
+                val = row["val_return"] = work.validate()
                 line += f", val {val:.5g}"
                 if val > best:
                     best = val
@@ -261,6 +192,123 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
     _write_curve(rows, out)
     return {"best_val_return": best, "wall_s": time.time() - t0, "steps": steps, "refs": refs,
             "untrained_val_return": untrained, "initial_val_return": rows[0]["val_return"]}
+
+
+def _mean_or_blank(returns: np.ndarray) -> float | str:
+    """The mean of the episodes' returns ("" where no episode ended: the curve's blank)."""
+    return float(returns.mean()) if len(returns) else ""
+
+
+def _seed(seed: int) -> None:
+    """Seed python, numpy and torch (the rollouts get their own seeds from it: `_Rollouts`)."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+    torch.set_num_threads(1)
+
+
+def _network(cfg: TrainConfig, init: Path | None, echo: Any) -> JobScorer:
+    """The network to train: `init`'s (its own ModelConfig), else fresh weights from cfg."""
+    if init is not None:
+        net, _ = rl_model.load(init)
+        net.train()
+        echo(f"initial weights from {init} (hidden {net.cfg.hidden}, "
+             f"max_jobs {net.cfg.max_jobs})")
+        return net
+    return JobScorer(ModelConfig(hidden=cfg.hidden, max_jobs=cfg.max_jobs,
+                                 init_log_std=cfg.init_log_std))
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Rollouts:
+    """What the workers run for the trainer (`rollout.run_task`, through `pool`): batches of
+    sampled decision points and validation episodes, each with a copy of `net`'s weights."""
+
+    cfg: TrainConfig
+    net: JobScorer
+    pool: TaskRunner
+    scenarios: tuple[Scenario, ...]
+    validation: tuple[Scenario, ...]
+
+    def _weights(self) -> dict[str, torch.Tensor]:
+        return {k: v.detach().clone() for k, v in self.net.state_dict().items()}
+
+    def _episodes(self, state: dict[str, torch.Tensor] | None, ranking: str
+                  ) -> list[tuple[Any, ...]]:
+        mdict = rollout.config_dict(self.net.cfg)
+        return [("evaluate_episode", mdict, state, sc, ranking) for sc in self.validation]
+
+    def batch(self, steps: int, it: int) -> dict[str, np.ndarray]:
+        """`steps` decision points from each worker (seeded by cfg.seed, `it` and the worker),
+        with GAE advantages and returns, concatenated."""
+        cfg, state, mdict = self.cfg, self._weights(), rollout.config_dict(self.net.cfg)
+        parts = self.pool.map(rollout.run_task, [
+            ("collect", mdict, state, self.scenarios, steps,
+             cfg.seed * 100_003 + it * cfg.workers + w) for w in range(cfg.workers)])
+        for p in parts:
+            p["adv"], p["ret"] = rollout.gae(p["rewards"], p["values"], p["dones"],
+                                             float(p["last_value"]), cfg.gamma, cfg.gae_lambda)
+        return {k: np.concatenate([np.atleast_1d(p[k]) for p in parts]) for k in parts[0]}
+
+    def validate(self) -> float:
+        """The mean return of the validation episodes with the network's mean scores."""
+        return float(np.mean(self.pool.map(rollout.run_task,
+                                           self._episodes(self._weights(), "net"))))
+
+    def references(self) -> tuple[dict[str, float], float]:
+        """(mean validation return of fifo, gittins and the imitation teacher's orders, that
+        of the network as it is): one batch of tasks (one job array on Slurm)."""
+        n = len(self.validation)
+        state0 = self._weights()
+        names = list(dict.fromkeys(("fifo", "gittins", self.cfg.imitation_teacher)))
+        first = self.pool.map(rollout.run_task, [
+            *(e for r in names for e in self._episodes(None, r)),
+            *self._episodes(state0, "net")])
+        refs = {r: float(np.mean(first[i * n:(i + 1) * n])) for i, r in enumerate(names)}
+        return refs, float(np.mean(first[len(names) * n:]))
+
+
+def _imitate(cfg: TrainConfig, net: JobScorer, opt: torch.optim.Optimizer,
+             b: dict[str, np.ndarray], epochs: int) -> tuple[float, int]:
+    """The warm start: regress the mean scores onto the ranking of the teacher column
+    (`cfg.imitation_teacher`) over batch `b`, `epochs` times; (the last minibatch's loss, the
+    states)."""
+    x = [torch.from_numpy(b[k]) for k in ("jobs", "mask", "cluster")]
+    target = torch.from_numpy(rollout.imitation_targets(b["jobs"], b["mask"],
+                                                        cfg.imitation_teacher))
+    for _ in range(epochs):
+        for idx in torch.randperm(len(target)).split(cfg.minibatch_size):
+            mean, _ = net(x[0][idx], x[1][idx], x[2][idx])
+            loss = (((mean - target[idx]) ** 2) * x[1][idx]).sum() / x[1][idx].sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+    return loss.item(), len(target)
+
+
+def _ppo_update(cfg: TrainConfig, net: JobScorer, opt: torch.optim.Optimizer,
+                b: dict[str, np.ndarray]) -> tuple[float, float]:
+    """`cfg.update_epochs` PPO epochs over batch `b` in shuffled minibatches: the clipped
+    ratio objective, the value loss, the entropy bonus (the log-std); (the last minibatch's
+    policy loss, value loss)."""
+    t = {k: torch.from_numpy(np.asarray(b[k], np.float32))
+         for k in ("jobs", "mask", "cluster", "actions", "logp", "adv", "ret")}
+    for _ in range(cfg.update_epochs):
+        for idx in torch.randperm(len(t["ret"])).split(cfg.minibatch_size):
+            mean, value = net(t["jobs"][idx], t["mask"][idx], t["cluster"][idx])
+            logp = rollout.log_prob(mean, net.log_std, t["actions"][idx], t["mask"][idx])
+            ratio = (logp - t["logp"][idx]).clamp(-20, 20).exp()
+            adv = t["adv"][idx]
+            adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+            pg = torch.max(-adv * ratio,
+                           -adv * ratio.clamp(1 - cfg.clip_coef, 1 + cfg.clip_coef)).mean()
+            v_loss = 0.5 * ((value - t["ret"][idx]) ** 2).mean()
+            loss = pg + cfg.vf_coef * v_loss - cfg.ent_coef * net.log_std
+            opt.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(net.parameters(), cfg.max_grad_norm)
+            opt.step()
+    return pg.item(), v_loss.item()
 
 
 def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
