@@ -1,6 +1,7 @@
 """DRM-DQL and vanilla DQL (imports torch): the Q-network, its checkpoint, the greedy scheduler
-and the trainer (CleanRL's dqn.py read top to bottom: config -> seeding -> env -> network ->
-loop), docs/inference.md "Agents".
+and the trainer, docs/inference.md "Agents". `train` reads as CleanRL's dqn.py does: config
+-> seeding -> env -> `_Trainer` (networks, optimiser, buffers, RNG) -> warm start -> loop; the
+per-decision step, the update and the validation are `_Trainer` methods over its own state.
 
 `QNet` scores every device from that device's feature row (features.py) and the masked mean of
 all rows' hidden vectors, plus a linear term of the row, with shared weights: any device count
@@ -24,10 +25,11 @@ forward passes; torch's per-call overhead would dominate).
 from __future__ import annotations
 
 import functools
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +37,21 @@ import numpy as np
 import torch
 from torch import nn
 
-from slurm_rl.inference.env import InferenceEnv, Obs, Scenario
+from slurm_rl.inference.env import InferenceEnv, Obs, Scenario, training_scenarios
 from slurm_rl.inference.features import (
     BASE_FEATURES,
     N_FEATURES,
     candidate_mask,
     device_features,
 )
-from slurm_rl.inference.schedulers import metrics, run_episode
+from slurm_rl.inference.schedulers import (
+    EarliestFinish,
+    Lookahead,
+    Scheduler,
+    WholeModel,
+    metrics,
+    run_episode,
+)
 from slurm_rl.inference.sim import InferenceSim
 from slurm_rl.params import describe, helped
 
@@ -179,6 +188,30 @@ class TrainConfig:
             raise ValueError(f"load_max: {self.load_max}, not above 0.2")
 
 
+@dataclass(frozen=True, kw_only=True)
+class Transition:
+    """One layer decision, held until its task finishes (its reward is known only then)."""
+
+    obs: Obs
+    action: int
+    next_obs: Obs
+    done: bool
+    """The episode ended here, or (`task_horizon`) the task's last layer: no bootstrapping."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Batch:
+    """A minibatch of stored transitions, as tensors."""
+
+    obs: torch.Tensor
+    mask: torch.Tensor
+    action: torch.Tensor
+    reward: torch.Tensor
+    next_obs: torch.Tensor
+    next_mask: torch.Tensor
+    done: torch.Tensor
+
+
 class _Replay:
     def __init__(self, size: int, d: int, f: int) -> None:
         self.obs = np.zeros((size, d, f), np.float32)
@@ -190,18 +223,32 @@ class _Replay:
         self.done = np.zeros(size, np.float32)
         self.size, self.n, self.i = size, 0, 0
 
-    def add(self, t: tuple[Any, ...], r: float) -> None:
-        obs, a, nobs, done = t
+    def add(self, t: Transition, reward: float) -> None:
         i = self.i
-        self.obs[i], self.mask[i] = obs["devices"], obs["mask"]
-        self.nobs[i], self.nmask[i] = nobs["devices"], nobs["mask"]
-        self.act[i], self.rew[i], self.done[i] = a, r, float(done)
+        self.obs[i], self.mask[i] = t.obs["devices"], t.obs["mask"]
+        self.nobs[i], self.nmask[i] = t.next_obs["devices"], t.next_obs["mask"]
+        self.act[i], self.rew[i], self.done[i] = t.action, reward, float(t.done)
         self.i, self.n = (i + 1) % self.size, min(self.n + 1, self.size)
 
-    def sample(self, rng: np.random.Generator, b: int) -> list[torch.Tensor]:
+    def sample(self, rng: np.random.Generator, b: int) -> Batch:
         ix = rng.integers(self.n, size=b)
-        return [torch.from_numpy(a[ix]) for a in (self.obs, self.mask, self.act, self.rew,
-                                                   self.nobs, self.nmask, self.done)]
+
+        def rows(a: np.ndarray) -> torch.Tensor:
+            return torch.from_numpy(a[ix])
+
+        return Batch(obs=rows(self.obs), mask=rows(self.mask), action=rows(self.act),
+                     reward=rows(self.rew), next_obs=rows(self.nobs),
+                     next_mask=rows(self.nmask), done=rows(self.done))
+
+
+class _Held:
+    """Transitions with their rewards, kept until the episode's demonstrator is chosen."""
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Transition, float]] = []
+
+    def add(self, t: Transition, reward: float) -> None:
+        self.items.append((t, reward))
 
 
 def task_rewards(shares: Sequence[float], matching: bool) -> list[float]:
@@ -233,20 +280,183 @@ def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int],
     """One episode; every transition is held until its task finishes, then stored with its
     reward (`task_rewards`). Returns the env's return (minus the sum of slowdowns)."""
     obs, _ = env.reset(seed=seed)
-    held: dict[int, tuple[Any, ...]] = {}
+    held: dict[int, Transition] = {}
     done, ret = False, 0.0
     while not done:
         a = choose(obs)
         nobs, r, done, _, info = env.step(a)
         ret += r
-        held[info["step"]] = (obs, info["action"], nobs, done)
+        held[info["step"]] = Transition(obs=obs, action=info["action"], next_obs=nobs,
+                                        done=done)
         for task_steps, shares in info["released"]:
-            for s, rr in zip(task_steps, task_rewards(shares, matching), strict=True):
-                o, a_, no, d = held.pop(s)
-                replay.add((o, a_, no, d or (task_horizon and s == task_steps[-1])), rr)
+            for s, reward in zip(task_steps, task_rewards(shares, matching), strict=True):
+                t = held.pop(s)
+                if task_horizon and s == task_steps[-1]:
+                    t = replace(t, done=True)
+                replay.add(t, reward)
         obs = nobs
         after_step()
     return ret
+
+
+def _demonstrate(env: InferenceEnv, seed: int, cfg: TrainConfig, demos: _Replay) -> None:
+    """One demonstration episode into `demos`: HEFT's, or (demonstrator 'best') the best
+    return of HEFT, lookahead and whole-model on the same scenario and stream."""
+    cands: list[Scheduler] = [EarliestFinish()]
+    if cfg.demonstrator == "best":
+        cands += [Lookahead(), WholeModel()]
+    best_ret, best_held = -math.inf, _Held()
+    for s in cands:
+        held = _Held()
+        ret = _episode(env, seed, functools.partial(_follow, env, s), held, cfg.matching,
+                       task_horizon=cfg.task_horizon)
+        if s is cands[0] or ret > best_ret:
+            best_ret, best_held = ret, held
+    for t, reward in best_held.items:
+        demos.add(t, reward)
+
+
+def _follow(env: InferenceEnv, s: Scheduler, obs: Obs) -> int:
+    """The demonstrator's action: it reads the env's simulator, not the observation."""
+    assert env.sim is not None
+    return s.choose(env.sim)
+
+
+def _td_loss(net: QNet, target: QNet, batch: Batch, gamma: float,
+             margin: float) -> torch.Tensor:
+    """Double-DQN Huber loss; with `margin` > 0 (demonstrations) also the large-margin term."""
+    qall = net(batch.obs, batch.mask)
+    q = qall.gather(1, batch.action[:, None]).squeeze(1)
+    with torch.no_grad():
+        na = net(batch.next_obs, batch.next_mask).masked_fill(
+            batch.next_mask == 0, -1e9).argmax(1, keepdim=True)
+        qn = target(batch.next_obs, batch.next_mask).gather(1, na).squeeze(1)
+        y = batch.reward + gamma * (1.0 - batch.done) * qn
+    loss = nn.functional.smooth_l1_loss(q, y)
+    if margin > 0:  # the demonstrated action must beat every other by `margin`
+        other = torch.ones_like(qall).scatter(1, batch.action[:, None], 0.0) * margin
+        loss = loss + ((qall + other).masked_fill(batch.mask == 0, -1e9).max(1).values
+                       - q).mean()
+    return loss
+
+
+def epsilon(cfg: TrainConfig, ep: int) -> float:
+    """Exploration rate of episode `ep`: linear from `eps_start` to `eps_end`."""
+    return max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end)
+               * ep / max(1.0, cfg.eps_fraction * cfg.episodes))
+
+
+def demo_weight(cfg: TrainConfig, ep: int) -> float:
+    """Weight of the demonstration loss in episode `ep`: linear from 1 to `demo_weight_end`."""
+    return 1.0 - (1.0 - cfg.demo_weight_end) * min(
+        1.0, ep / max(1.0, cfg.demo_decay * cfg.episodes))
+
+
+def learning_rate(cfg: TrainConfig, ep: int) -> float:
+    """Adam step size in episode `ep`: linear from `learning_rate` to `lr_end` of it."""
+    return cfg.learning_rate * (1.0 - (1.0 - cfg.lr_end) * ep / max(1, cfg.episodes - 1))
+
+
+class _Trainer:
+    """What one training run owns: the online and target networks, the optimiser, the replay
+    and demonstration buffers, the exploration RNG, the decision count and the learning
+    curve with the best-validated weights."""
+
+    def __init__(self, cfg: TrainConfig, env: InferenceEnv, validation: Sequence[Scenario],
+                 rng: np.random.Generator, log: Callable[[str], None]) -> None:
+        self.cfg, self.env, self.validation, self.rng, self.log = cfg, env, validation, rng, log
+        qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates)
+        self.net, self.target = QNet(qcfg), QNet(qcfg)
+        self.target.load_state_dict(self.net.state_dict())
+        self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate)
+        self.replay = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
+        self.demos = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
+        self.sched = QScheduler(self.net)
+        """The acting copy of `net` (numpy): refreshed every episode and every 100 decisions."""
+        self.steps = 0
+        self.demo_w = 1.0
+        self.curve: list[dict[str, float]] = []
+        self.best, self.best_state = float("inf"), self.net.state_dict()
+        self.t0 = time.perf_counter()
+
+    def warm_start(self) -> None:
+        """DQfD, the same for both agents: HEFT's episodes, stored with the agent's own
+        rewards in the demonstration buffer; pretraining steps on it (TD + large margin).
+        Every later step adds a demonstration batch's TD + margin loss to the online loss."""
+        cfg = self.cfg
+        for k in range(cfg.demo_episodes):
+            _demonstrate(self.env, 999_000_000 + cfg.seed * 1000 + k, cfg, self.demos)
+        for k in range(cfg.pretrain_steps if self.demos.n >= cfg.batch else 0):
+            self.update(self.demos.sample(self.rng, cfg.batch),
+                        self.demos.sample(self.rng, cfg.batch), 1.0)
+            if (k + 1) % cfg.target_every == 0:
+                self.target.load_state_dict(self.net.state_dict())
+        self.target.load_state_dict(self.net.state_dict())
+        if cfg.demo_episodes:
+            self.record(0, 0.0, 0.0)
+
+    def episode(self, ep: int, eps: float) -> float:
+        """Training episode `ep` at exploration rate `eps`; returns the env's return."""
+        cfg = self.cfg
+        self.demo_w = demo_weight(cfg, ep)
+        if cfg.lr_end != 1.0:
+            for g in self.opt.param_groups:
+                g["lr"] = learning_rate(cfg, ep)
+        self.sched = QScheduler(self.net)
+        return _episode(self.env, cfg.seed * 1_000_003 + ep, functools.partial(self.act, eps=eps),
+                        self.replay, cfg.matching, self.after_step, cfg.task_horizon)
+
+    def act(self, obs: Obs, eps: float) -> int:
+        """Epsilon-greedy over the feasible (candidate) devices."""
+        ok = obs["mask"].astype(bool)
+        if self.rng.random() < eps:
+            return int(self.rng.choice(np.flatnonzero(ok)))
+        q = self.sched.q_values(obs["devices"].astype(np.float64), ok)
+        return int(np.argmax(np.where(ok, q, -np.inf)))
+
+    def after_step(self) -> None:
+        """Count the decision; a gradient step every `train_every` once learning has started;
+        a target copy every `target_every`."""
+        cfg = self.cfg
+        self.steps += 1
+        if (self.steps >= cfg.learning_starts and self.steps % cfg.train_every == 0
+                and self.replay.n >= cfg.batch):
+            batch = self.replay.sample(self.rng, cfg.batch)
+            demo = (self.demos.sample(self.rng, cfg.batch)
+                    if self.demos.n >= cfg.batch and self.demo_w > 0 else None)
+            self.update(batch, demo, self.demo_w)
+            if self.steps % 100 == 0:
+                self.sched = QScheduler(self.net)
+        if self.steps % cfg.target_every == 0:
+            self.target.load_state_dict(self.net.state_dict())
+
+    def update(self, batch: Batch, demo: Batch | None, weight: float) -> None:
+        """One Adam step on the TD loss of `batch`, plus (DQfD) TD + margin on a `demo`
+        batch, weighted by `weight`."""
+        cfg = self.cfg
+        loss = _td_loss(self.net, self.target, batch, cfg.gamma, 0.0)
+        if demo is not None:
+            loss = loss + weight * _td_loss(self.net, self.target, demo, cfg.gamma, cfg.margin)
+        self.opt.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(self.net.parameters(), 10.0)
+        self.opt.step()
+
+    def record(self, ep: int, eps: float, ret: float) -> None:
+        """Validate the greedy network, add a learning-curve row, keep the best weights."""
+        val = validate(QScheduler(self.net), self.validation, self.env)
+        self.curve.append({"episode": ep, "decisions": self.steps, "epsilon": eps,
+                           "train_return": ret, "validation_slowdown": val,
+                           "seconds": time.perf_counter() - self.t0})
+        if val < self.best:
+            self.best = val
+            self.best_state = {k: v.clone() for k, v in self.net.state_dict().items()}
+        self.log(f"episode {ep}: {self.steps} decisions, eps {eps:.2f}, validation slowdown "
+                 f"{val:.3f} (best {self.best:.3f}), {time.perf_counter() - self.t0:.0f} s")
+
+    def best_network(self) -> QNet:
+        self.net.load_state_dict(self.best_state)
+        return self.net.eval()
 
 
 def train(cfg: TrainConfig, validation: Sequence[Scenario],
@@ -258,150 +468,20 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     torch.manual_seed(cfg.seed)
     torch.set_num_threads(1)  # tiny batches: more threads only contend on a shared machine
     rng = np.random.default_rng(cfg.seed)
-    from slurm_rl.inference.env import training_scenarios
 
     env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed,
                                           single_model=cfg.single_model,
                                           load_max=cfg.load_max),
                        candidates=cfg.candidates)
-    qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates)
-    net, target = QNet(qcfg), QNet(qcfg)
-    target.load_state_dict(net.state_dict())
-    opt = torch.optim.Adam(net.parameters(), lr=cfg.learning_rate)
-    replay = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
-    curve: list[dict[str, float]] = []
-    best, best_state = float("inf"), net.state_dict()
-    t0 = time.perf_counter()
+    run = _Trainer(cfg, env, validation, rng, log)
 
-    def record(ep: int, decisions: int, eps: float, ret: float) -> None:
-        nonlocal best, best_state
-        val = validate(QScheduler(net), validation, env)
-        curve.append({"episode": ep, "decisions": decisions, "epsilon": eps,
-                      "train_return": ret, "validation_slowdown": val,
-                      "seconds": time.perf_counter() - t0})
-        if val < best:
-            best, best_state = val, {k: v.clone() for k, v in net.state_dict().items()}
-        log(f"episode {ep}: {decisions} decisions, eps {eps:.2f}, validation slowdown "
-            f"{val:.3f} (best {best:.3f}), {time.perf_counter() - t0:.0f} s")
-
-    # Warm start (DQfD, the same for both agents): HEFT's episodes, stored with the agent's
-    # own rewards in a demonstration buffer; pretraining steps on it (TD + large margin), and
-    # every later step adds a demonstration batch's TD + margin loss to the online TD loss.
-    demos = _Replay(cfg.buffer, env.max_devices, N_FEATURES)
-    for k in range(cfg.demo_episodes):
-        _demonstrate(env, 999_000_000 + cfg.seed * 1000 + k, cfg, demos)
-    for k in range(cfg.pretrain_steps if demos.n >= cfg.batch else 0):
-        _update(net, target, opt, demos.sample(rng, cfg.batch), cfg.gamma,
-                demos.sample(rng, cfg.batch), cfg.margin)
-        if (k + 1) % cfg.target_every == 0:
-            target.load_state_dict(net.state_dict())
-    target.load_state_dict(net.state_dict())
-    if cfg.demo_episodes:
-        record(0, 0, 0.0, 0.0)
-
-    steps, demo_w = 0, 1.0
-    sched = QScheduler(net)
-
-    def act(obs: Obs, eps: float) -> int:
-        ok = obs["mask"].astype(bool)
-        if rng.random() < eps:
-            return int(rng.choice(np.flatnonzero(ok)))
-        q = sched.q_values(obs["devices"].astype(np.float64), ok)
-        return int(np.argmax(np.where(ok, q, -np.inf)))
-
-    def after_step() -> None:
-        nonlocal steps, sched
-        steps += 1
-        if (steps >= cfg.learning_starts and steps % cfg.train_every == 0
-                and replay.n >= cfg.batch):
-            _update(net, target, opt, replay.sample(rng, cfg.batch), cfg.gamma,
-                    demos.sample(rng, cfg.batch) if demos.n >= cfg.batch and demo_w > 0
-                    else None, cfg.margin, demo_w)
-            if steps % 100 == 0:
-                sched = QScheduler(net)
-        if steps % cfg.target_every == 0:
-            target.load_state_dict(net.state_dict())
-
+    run.warm_start()
     for ep in range(cfg.episodes):
-        eps = max(cfg.eps_end, cfg.eps_start - (cfg.eps_start - cfg.eps_end)
-                  * ep / max(1.0, cfg.eps_fraction * cfg.episodes))
-        demo_w = 1.0 - (1.0 - cfg.demo_weight_end) * min(
-            1.0, ep / max(1.0, cfg.demo_decay * cfg.episodes))
-        if cfg.lr_end != 1.0:
-            for g in opt.param_groups:
-                g["lr"] = cfg.learning_rate * (
-                    1.0 - (1.0 - cfg.lr_end) * ep / max(1, cfg.episodes - 1))
-        sched = QScheduler(net)
-        ret = _episode(env, cfg.seed * 1_000_003 + ep, functools.partial(act, eps=eps),
-                       replay, cfg.matching, after_step, cfg.task_horizon)
+        eps = epsilon(cfg, ep)
+        ret = run.episode(ep, eps)
         if (ep + 1) % cfg.validate_every == 0 or ep + 1 == cfg.episodes:
-            record(ep + 1, steps, eps, ret)
-    net.load_state_dict(best_state)
-    return net.eval(), curve
-
-
-class _Held:
-    """Transitions with their rewards, kept until the episode's demonstrator is chosen."""
-
-    def __init__(self) -> None:
-        self.items: list[tuple[tuple[Any, ...], float]] = []
-
-    def add(self, t: tuple[Any, ...], r: float) -> None:
-        self.items.append((t, r))
-
-
-def _demonstrate(env: InferenceEnv, seed: int, cfg: TrainConfig, demos: _Replay) -> None:
-    """One demonstration episode into `demos`: HEFT's, or (demonstrator 'best') the best
-    return of HEFT, lookahead and whole-model on the same scenario and stream."""
-    from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
-
-    cands: list[Scheduler] = [EarliestFinish()]
-    if cfg.demonstrator == "best":
-        cands += [Lookahead(), WholeModel()]
-    best: tuple[float, _Held] | None = None
-    for s in cands:
-        held = _Held()
-
-        def choose(obs: Obs, s: Scheduler = s) -> int:
-            assert env.sim is not None
-            return s.choose(env.sim)
-
-        ret = _episode(env, seed, choose, held, cfg.matching, task_horizon=cfg.task_horizon)
-        if best is None or ret > best[0]:
-            best = (ret, held)
-    assert best is not None
-    for t, r in best[1].items:
-        demos.add(t, r)
-
-
-def _td_loss(net: QNet, target: QNet, batch: list[torch.Tensor], gamma: float,
-             margin: float) -> torch.Tensor:
-    obs, mask, act, rew, nobs, nmask, done = batch
-    qall = net(obs, mask)
-    q = qall.gather(1, act[:, None]).squeeze(1)
-    with torch.no_grad():
-        na = net(nobs, nmask).masked_fill(nmask == 0, -1e9).argmax(1, keepdim=True)
-        qn = target(nobs, nmask).gather(1, na).squeeze(1)
-        y = rew + gamma * (1.0 - done) * qn
-    loss = nn.functional.smooth_l1_loss(q, y)
-    if margin > 0:  # the demonstrated action must beat every other by `margin`
-        other = torch.ones_like(qall).scatter(1, act[:, None], 0.0) * margin
-        loss = loss + ((qall + other).masked_fill(mask == 0, -1e9).max(1).values - q).mean()
-    return loss
-
-
-def _update(net: QNet, target: QNet, opt: torch.optim.Optimizer, batch: list[torch.Tensor],
-            gamma: float, demo: list[torch.Tensor] | None = None, margin: float = 0.0,
-            demo_weight: float = 1.0) -> None:
-    """One Adam step on the TD loss of `batch`, plus (DQfD) TD + margin on a `demo` batch,
-    weighted by `demo_weight`."""
-    loss = _td_loss(net, target, batch, gamma, 0.0)
-    if demo is not None:
-        loss = loss + demo_weight * _td_loss(net, target, demo, gamma, margin)
-    opt.zero_grad()
-    loss.backward()
-    nn.utils.clip_grad_norm_(net.parameters(), 10.0)
-    opt.step()
+            run.record(ep + 1, eps, ret)
+    return run.best_network(), run.curve
 
 
 def list_params() -> str:

@@ -96,17 +96,12 @@ def test_the_option_reaches_env_replay_checkpoint_and_greedy_placement(tmp_path:
 
 def test_replay_stores_the_candidate_mask_for_the_next_state_too() -> None:
     env = InferenceEnv(SMALL[:1], candidates=1)
-    stored: list[tuple[object, ...]] = []
-
-    class Sink:
-        def add(self, t: tuple[object, ...], r: float) -> None:
-            stored.append(t)
-
-    dqn._episode(env, 0, lambda o: int(np.flatnonzero(o["mask"])[-1]), Sink(), True)  # type: ignore[arg-type]
-    assert stored
-    for obs, a, nobs, done in stored:
-        assert isinstance(obs, dict) and isinstance(nobs, dict)
-        assert obs["mask"][a] == 1
+    held = dqn._Held()
+    dqn._episode(env, 0, lambda o: int(np.flatnonzero(o["mask"])[-1]), held, True)
+    assert held.items
+    for t, _ in held.items:
+        assert isinstance(t.obs, dict) and isinstance(t.next_obs, dict)
+        assert t.obs["mask"][t.action] == 1
         # k = 1: HEFT's device plus at most the input's (one input per vgg/bert layer mostly)
-        assert 1 <= obs["mask"].sum() <= 3
-        assert done or 1 <= nobs["mask"].sum() <= 3
+        assert 1 <= t.obs["mask"].sum() <= 3
+        assert t.done or 1 <= t.next_obs["mask"].sum() <= 3
