@@ -5,8 +5,9 @@
 No registry and no index are needed: slurm-rl is a wheel built on the host from the working tree
 (`pip wheel --no-deps`), and the pure-Python/manylinux libraries the daemon imports are copied
 from the host's virtualenv (same CPython minor version as Debian's python3 in the image, 3.11 on
-bookworm). torch, numpy and the other heavy dependencies are left out: the daemon's heuristic
-policies do not import them (the `rl` policy would need them). The tag is a hash of the node
+bookworm). numpy is copied too (`deadline` builds its profile of running jobs in arrays); torch
+and the other heavy dependencies are left out: the heuristic policies do not import them (the
+`rl` policy would need torch to read its checkpoint). The tag is a hash of the node
 image, the wheel's contents and the copied libraries' versions.
 """
 
@@ -31,7 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 # Distributions the daemon imports (measured: `slurm-rl daemon --once --policy deadline`, plus
 # the optional metrics and `status` output libraries).
 DAEMON_LIBS = ("click", "SQLAlchemy", "alembic", "Mako", "MarkupSafe", "typing_extensions",
-               "Pygments", "rich", "markdown-it-py", "mdurl", "prometheus_client", "greenlet")
+               "Pygments", "rich", "markdown-it-py", "mdurl", "prometheus_client", "greenlet",
+               "numpy")
 
 DOCKERFILE = """\
 FROM {node}
