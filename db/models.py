@@ -276,3 +276,27 @@ class QuarantinedRecord(Base):
     excerpt: Mapped[str]
 
     __table_args__ = (Index(None, "job_id", "reason"), Index(None, "last_seen"))
+
+
+class ClaimRecord(Base):
+    """A finished job's claimed run time held against its observed one: its owner's record,
+    which stretches or disbelieves that user's next claims (slurm_rl/daemon/claims.py).
+
+    Kept per user (the newest `[claims] remember` rows), not by age, so that a wrong claim
+    weighs until enough right ones follow it. Keyed by (job_id, submit_time): Slurm reuses ids.
+    """
+
+    __tablename__ = "claim_records"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    user: Mapped[str]
+    job_id: Mapped[str]
+    submit_time: Mapped[float]
+    claimed_s: Mapped[float]
+    """The run time the job's claims stated for its last run (the earliest end any of them
+    gave, from the run's start)."""
+    observed_s: Mapped[float]
+    """How long that run took."""
+    at: Mapped[float]
+
+    __table_args__ = (UniqueConstraint("job_id", "submit_time"), Index(None, "user", "id"))

@@ -233,6 +233,30 @@ class SizingConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClaimsConfig:
+    """How the daemon holds jobs to the sizes they claim (steps, model, progress), and keeps
+    each user's record of how right those claims were (daemon/claims.py, docs/security.md)."""
+
+    tolerance: float = 2.0
+    """A run may take up to this many times what its claims stated (1..100) before the claim
+    counts as wrong: a wrong claim makes its owner's next claims not believed at all; within
+    the tolerance they are stretched by how much longer than claimed the owner's jobs ran."""
+    allowance_s: float = 120.0
+    """Seconds a run may take beyond its claim for starting up (containers, loading data),
+    0..86400."""
+    remember: int = 20
+    """Judged claims kept per user (1..10000): a wrong one weighs until this many newer ones."""
+
+    def __post_init__(self) -> None:
+        if not 1.0 <= self.tolerance <= 100.0:
+            raise ConfigError(f"claims.tolerance: must be 1..100 (got {self.tolerance})")
+        if not 0.0 <= self.allowance_s <= 86400.0:
+            raise ConfigError(f"claims.allowance_s: must be 0..86400 (got {self.allowance_s})")
+        if not 1 <= self.remember <= 10_000:
+            raise ConfigError(f"claims.remember: must be 1..10000 (got {self.remember})")
+
+
+@dataclass(frozen=True, kw_only=True)
 class Config:
     database: DatabaseConfig = field(default_factory=DatabaseConfig)
     daemon: DaemonConfig = field(default_factory=DaemonConfig)
@@ -241,6 +265,7 @@ class Config:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     resize: ResizeConfig = field(default_factory=ResizeConfig)
     sizing: SizingConfig = field(default_factory=SizingConfig)
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
     source: Path | None = None
     """The file this was read from (None: defaults only). Not a section."""
 

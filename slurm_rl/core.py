@@ -123,6 +123,13 @@ class JobView:
     attained_gpu_s: float = 0.0
     """GPU-seconds the job has received so far (for least-attained-service policies)."""
     restarts: int = 0
+    claim_ratio: float = 1.0
+    """The owner's record, by which the sizes this job claims are stretched: how many times
+    longer than claimed their recent jobs ran (1: no record, or claims that held; inf: claims
+    not believed). Set by the daemon from its database (policies/estimates.py)."""
+    claim_overrun: bool = False
+    """A running job that has run past the end its own claims stated (by more than the daemon's
+    allowance): its claims are no longer believed."""
     placement: tuple[tuple[NodeName, int | None], ...] = ()
     """A running job's nodes, each with the GPUs the job holds there; () when the job is not
     running (or Slurm showed no node list). From Slurm the per-node count is known only when

@@ -108,7 +108,7 @@ def test_an_unknown_key_is_named_with_the_valid_ones() -> None:
 
 def test_an_unknown_section_is_named_with_the_valid_ones() -> None:
     message = error("[deamon]\ninterval_s = 3\n")
-    assert message == ("unknown section [deamon] (valid sections: agent, daemon, database, "
+    assert message == ("unknown section [deamon] (valid sections: agent, claims, daemon, database, "
                        "metrics, resize, sizing, trust)")
 
 

@@ -263,7 +263,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
             actuation=Actuation(actuation) if actuation else cfg.daemon.actuation,
             failpoint=failpoint, retention_days=cfg.database.retention_days,
             prune_batch=cfg.database.prune_batch, grants=Grants.from_config(cfg.trust),
-            resize=cfg.resize, sizing=cfg.sizing)
+            resize=cfg.resize, sizing=cfg.sizing, claims=cfg.claims)
 
     chosen = spec(config).build()
     options = options_of(config)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from slurm_rl.config import ConfigError, load_config
+from slurm_rl.config import ClaimsConfig, ConfigError, load_config
 
 
 @click.command("explain")
@@ -32,10 +32,19 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
         raise click.ClickException(str(exc)) from None
     if status.kind is not FileKind.OURS:
         raise click.ClickException(f"no database at {path}")
+    try:
+        rules = load_config(config_file).claims
+    except ConfigError:
+        rules = ClaimsConfig()  # the database was named; a broken config is not needed here
+    from slurm_rl.daemon.claims import describe_record, stored_record
+
     engine = make_engine(path)
     try:
         with make_session_factory(engine)() as session:
             info = explain_job(session, job_id)
+            claims = (describe_record(info.job.user, stored_record(session, info.job.user,
+                                                                   rules), rules)
+                      if info.job is not None else None)
     except Exception as exc:
         raise click.ClickException(describe_error(path, exc)) from None
     finally:
@@ -53,6 +62,8 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
                 + (f" ({j.gpus} when the daemon last stored it)" if now[0] != j.gpus else ""))
         click.echo(f"job {j.job_id} ({j.name}, {j.user}): {j.state.value}, {gpus}, "
                    f"{scope}{deadline}")
+        if claims is not None:
+            click.echo(claims)
     if info.entry is None:
         click.echo("decision: none recorded")
     else:

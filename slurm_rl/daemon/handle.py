@@ -12,7 +12,7 @@ from typing import Protocol
 
 from sqlalchemy.orm import Session
 
-from slurm_rl.config import Actuation, ResizeConfig, SizingConfig
+from slurm_rl.config import Actuation, ClaimsConfig, ResizeConfig, SizingConfig
 from slurm_rl.core import Policy
 from slurm_rl.daemon.actuator import RankScale
 from slurm_rl.daemon.trust import Grants
@@ -34,6 +34,8 @@ class DaemonOptions:
     """[resize]: live resizes and preemptions of running elastic jobs (resize.py, preempt.py)."""
     sizing: SizingConfig = field(default_factory=SizingConfig)
     """[sizing]: deadline-only jobs, sized and released by the daemon (sizing.py)."""
+    claims: ClaimsConfig = field(default_factory=ClaimsConfig)
+    """[claims]: how jobs are held to the sizes they claim (claims.py)."""
 
 
 class DaemonHandle(Protocol):

@@ -38,6 +38,7 @@ from slurm_rl.daemon.actuator import (
     update_field,
     without_gpus,
 )
+from slurm_rl.daemon.claims import ClaimChecker
 from slurm_rl.daemon.gate import Admitted, Gate
 from slurm_rl.daemon.handle import DaemonHandle, DaemonOptions
 from slurm_rl.daemon.poll import Polled, Poller
@@ -145,6 +146,7 @@ class Daemon:
             bottom=self.options.scale.floor)  # its commands and recovery serve preemptions too
         self.preempter = Preempter(self.resizer, enabled=self.options.resize.preempt)
         self.sizer = Sizer(executor.runner, self.options.sizing, clock=clock)
+        self.claims = ClaimChecker(self.options.claims)
         self._cycle_id: int | None = None
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
@@ -157,6 +159,8 @@ class Daemon:
             self.policy = policy
         if options.grants != self.options.grants:
             self.gate = Gate(self.adapter, options.grants)
+        if options.claims != self.options.claims:
+            self.claims = ClaimChecker(options.claims)
         self.options = options
 
     # --- one cycle ----------------------------------------------------------------------------
@@ -212,6 +216,7 @@ class Daemon:
         session.commit()
         snapshot = self.resizer.annotate(  # restarts Slurm does not show (restart.py)
             session, build_snapshot(now, admitted.jobs, polled.nodes))
+        snapshot = self.claims.check(session, snapshot)  # claims held to what jobs did
         reconciled = self._reconcile(session, snapshot, cycle_id)
         if self._known is None or reconciled:
             self._known = known_site_factors(session)

@@ -1,5 +1,23 @@
 """What a policy can know about a job's remaining run time (never the true duration: that
 reaches only oracle policies, through `capabilities.Oracle`), and that time at another GPU count.
+
+Every size a job states about itself is a claim, and claims are checked here, in the one place
+every size-based policy reads them (`sjf`, `rl`, `deadline`, `elasticflow`):
+
+- progress (steps done, rate, and the daemon's prediction made from them) counts only once the
+  job has run, and only while it is consistent with the model's measured throughput: steps done
+  at most `PROFILE_SLACK` times what the model's fastest measured per-GPU rate gives over the
+  GPU-seconds the job has had, and a rate at most `PROFILE_SLACK` times the measured rate at its
+  GPU count (a model without a measured curve cannot be checked this way);
+- a running job that has run past the end its own claims stated (`JobView.claim_overrun`, set by
+  the daemon, which remembers what each claim said) is estimated from what was observed, as
+  attained service is: about as long again as it has run so far, capped by its time limit;
+- claims are stretched by the owner's record (`JobView.claim_ratio`: how much longer than
+  claimed the user's recent jobs ran); a user whose claims were off by more than the daemon's
+  tolerance has them not believed at all (ratio inf), so that a lie buys nothing: the job is
+  estimated as if it had claimed nothing (its time limit, or the policy's history).
+
+A Slurm time limit is not a claim: slurmctld enforces it.
 """
 
 from __future__ import annotations
@@ -10,7 +28,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from slurm_rl import perfmodel
-from slurm_rl.core import JobView
+from slurm_rl.core import JobView, Progress
+
+PROFILE_SLACK = 4.0
+"""How much faster than its model's measured throughput (A100s) a job's progress may claim to
+be before it is not believed: newer GPUs and better input pipelines are faster, never 4x."""
 
 
 class Source(enum.Enum):
@@ -22,6 +44,7 @@ class Source(enum.Enum):
     TIME_LIMIT = "time limit"
     HISTORY = "history"
     DEFAULT = "default"
+    OBSERVED = "observed run time (claim overrun)"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,20 +53,69 @@ class Estimate:
     """Remaining run time at `gpus`."""
     gpus: int
     source: Source
+    ratio: float = 1.0
+    """The owner's record the claim was stretched by (1: not stretched)."""
+
+    @property
+    def label(self) -> str:
+        """Where it came from, for a reason string."""
+        if self.ratio == 1.0:
+            return self.source.value
+        return f"{self.source.value} x{self.ratio:.3g} by the owner's record"
 
 
-def estimate_remaining(job: JobView, now: float, *, time_limit: bool = True) -> Estimate | None:
-    """What a policy can know about a job's remaining run time at its current GPU count.
+def has_run(job: JobView) -> bool:
+    """Whether the job is running or has run (only then can it have made progress)."""
+    return job.state.is_running or job.attained_gpu_s > 0 or job.restarts > 0
 
-    In order: the daemon's/simulator's prediction; the job's own progress (steps left / rate);
-    intent.total_steps at the profiled throughput for its model; the Slurm time limit as an upper
-    bound (remaining limit if running). Never a true duration (JobView has none).
-    """
+
+def believed_progress(job: JobView) -> Progress | None:
+    """The job's progress report if it is believable (see the module's docstring), else None."""
+    p = job.progress
+    if p is None or job.claim_overrun or not has_run(job):
+        return None
+    intent = job.intent
+    model = intent.model.lower() if intent is not None and intent.model else None
+    if model is None or model not in perfmodel.curves():
+        return p
+    if p.steps_done > PROFILE_SLACK * _peak_per_gpu(model) * job.attained_gpu_s + 1:
+        return None
+    if p.rate is not None and p.rate > PROFILE_SLACK * _fastest(model, max(job.gpus, 1)):
+        return None
+    return p
+
+
+def impossible_progress(job: JobView, now: float) -> bool:
+    """Whether the job reports progress it could not have made even had it run at its model's
+    fastest measured rate (x `PROFILE_SLACK`) from its submission to its report: more steps
+    than that, or a faster rate. (A report the job merely has not earned yet, before it ran, is
+    `believed_progress`'s business; this one is a wrong claim the daemon holds against its
+    owner.) A model without a measured curve cannot be judged: False."""
+    p = job.progress
+    intent = job.intent
+    if p is None or intent is None or not intent.model:
+        return False
+    model = intent.model.lower()
+    if model not in perfmodel.curves():
+        return False
+    fastest = PROFILE_SLACK * _fastest(model, max(job.gpus, 1))
+    at = p.updated_at if p.updated_at is not None else now
+    return p.steps_done > fastest * max(0.0, at - job.submit_time) + 1 or (
+        p.rate is not None and p.rate > fastest)
+
+
+def claimed_remaining(job: JobView, now: float) -> Estimate | None:
+    """The remaining run time the job's own believable claims state at its current GPU count,
+    before the owner's record and any overrun are applied (None: it claims nothing
+    believable). In order: the daemon's/simulator's prediction (made from progress); the job's
+    own progress (steps left / rate); intent.total_steps at the profiled throughput."""
     g = max(job.gpus, 1)
-    if job.predicted_remaining_s is not None:
+    prog = believed_progress(job)
+    # A prediction made from the job's progress stands or falls with that progress.
+    if job.predicted_remaining_s is not None and (prog is not None or job.progress is None):
         return Estimate(seconds=max(0.0, job.predicted_remaining_s), gpus=g,
                         source=Source.PREDICTED)
-    intent, prog = job.intent, job.progress
+    intent = job.intent
     total = (prog.steps_total if prog and prog.steps_total is not None
              else intent.total_steps if intent else None)
     done = prog.steps_done if prog else 0
@@ -54,12 +126,47 @@ def estimate_remaining(job: JobView, now: float, *, time_limit: bool = True) -> 
         rate = _throughput(model, intent.batch_size if intent else None, g)
         if rate > 0:
             return Estimate(seconds=max(0, total - done) / rate, gpus=g, source=Source.PROFILE)
-    if time_limit and job.time_limit_s is not None:
-        elapsed = (now - job.start_time if job.state.is_running and job.start_time is not None
-                   else 0.0)
-        return Estimate(seconds=max(0.0, job.time_limit_s - elapsed), gpus=g,
-                        source=Source.TIME_LIMIT)
     return None
+
+
+def estimate_remaining(job: JobView, now: float, *, time_limit: bool = True) -> Estimate | None:
+    """What a policy can know about a job's remaining run time at its current GPU count.
+
+    A running job that overran its claims: about as long again as it has run. Otherwise its
+    believable claim (`claimed_remaining`) stretched by its owner's record, unless that record
+    says its claims are not believed. Then, when `time_limit`, the Slurm time limit as an upper
+    bound (remaining limit if running). Never a true duration (JobView has none).
+    """
+    g = max(job.gpus, 1)
+    running = job.state.is_running and job.start_time is not None
+    elapsed = now - job.start_time if running and job.start_time is not None else 0.0
+    left = (max(0.0, job.time_limit_s - elapsed) if time_limit and job.time_limit_s is not None
+            else math.inf)
+    if job.claim_overrun and running:
+        return Estimate(seconds=min(max(0.0, elapsed), left), gpus=g, source=Source.OBSERVED)
+    ratio = job.claim_ratio
+    if ratio < math.inf:
+        claim = claimed_remaining(job, now)
+        if claim is not None:
+            if ratio == 1.0:
+                return claim
+            return Estimate(seconds=claim.seconds * ratio, gpus=g, source=claim.source,
+                            ratio=ratio)
+    if left < math.inf:
+        return Estimate(seconds=left, gpus=g, source=Source.TIME_LIMIT)
+    return None
+
+
+def claimed_run_s(job: JobView) -> float | None:
+    """The whole run time the job's intent claims at its current GPU count (its steps at the
+    profiled throughput), None when it claims none: what the daemon holds a finished job to."""
+    intent = job.intent
+    if intent is None or intent.total_steps is None or not intent.model:
+        return None
+    if intent.model.lower() not in perfmodel.curves():
+        return None
+    rate = _throughput(intent.model, intent.batch_size, max(job.gpus, 1))
+    return intent.total_steps / rate if rate > 0 else None
 
 
 def remaining_at(job: JobView, est: Estimate, gpus: int) -> float:
@@ -92,3 +199,15 @@ def _throughput(model: str, batch_size: int | None, gpus: int) -> float:
 @lru_cache(maxsize=4096)
 def _scaled(from_gpus: int, to_gpus: int, model: str | None, batch_size: int | None) -> float:
     return perfmodel.scaled_rate(1.0, from_gpus, to_gpus, model, batch_size)
+
+
+@lru_cache(maxsize=256)
+def _peak_per_gpu(model: str) -> float:
+    """The most iterations per second per GPU any measured curve of `model` reaches."""
+    return max(max(c.throughput(g) / g for g in c.gpus) for c in perfmodel.curves()[model])
+
+
+@lru_cache(maxsize=4096)
+def _fastest(model: str, gpus: int) -> float:
+    """The most iterations per second any measured batch size of `model` reaches at `gpus`."""
+    return max(c.throughput(gpus) for c in perfmodel.curves()[model])

@@ -145,7 +145,7 @@ class Sjf:
         """expected(), and whether it came from history (or from its absence)."""
         est = estimate_remaining(job, now, time_limit=False)
         if est is not None:
-            return (est.seconds, est.source.value), False
+            return (est.seconds, est.label), False
         return self._from_history(job), True
 
     def _from_history(self, job: JobView) -> tuple[float, str]:

@@ -39,7 +39,7 @@ NODES = tuple(NodeView(name=NodeName(f"node{i}"), state=NodeState.MIXED, gpus_to
 def sized_job(i: str = "1", gpus: int = 6, nodes: int = 2) -> JobView:
     """A deadline-only job the daemon sized to `gpus` GPUs, now running and elastic."""
     return JobView(id=JobId(i), partition="gpu", state=JobState.RUNNING, submit_time=NOW - 600,
-                   start_time=NOW - 300, gpus=gpus, nodes=nodes,
+                   start_time=NOW - 300, gpus=gpus, nodes=nodes, attained_gpu_s=300.0 * gpus,
                    intent=Intent(deadline=NOW + 1e4, gpus_min=1, gpus_max=8, elastic=True,
                                  model="resnet50"),
                    progress=Progress(steps_done=100, steps_total=1100, rate=1.0))

@@ -21,6 +21,7 @@ from slurm_rl.db.models import Base
 TABLES = {
     "jobs", "job_events", "job_progress", "nodes", "gpu_samples", "decisions",
     "decision_entries", "actions", "action_jobs", "daemon_holder", "quarantined_records",
+    "claim_records",
 }
 
 

@@ -45,10 +45,14 @@ def test_edf_epoch_deadline_is_shown_in_utc() -> None:
 
 
 def test_sjf_uses_what_it_can_know() -> None:
+    # Progress counts once a job has run: these two were requeued after running.
+    ran = {"restarts": 1, "attained_gpu_s": 600.0}
     s = snap(
         job("limit", submit=0, time_limit_s=600),
-        job("pred", submit=1, predicted_remaining_s=300),
-        job("prog", submit=2, progress=Progress(steps_done=100, steps_total=1100, rate=2.0)),
+        job("pred", submit=1, predicted_remaining_s=300,
+            progress=Progress(steps_done=100, steps_total=700, rate=2.0), **ran),
+        job("prog", submit=2, progress=Progress(steps_done=100, steps_total=1100, rate=2.0),
+            **ran),
         job("none", submit=3),
     )
     d = make("sjf").decide(s)

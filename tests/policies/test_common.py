@@ -44,10 +44,12 @@ def test_estimate_chain() -> None:
     assert est is not None and est.source is Source.TIME_LIMIT and est.seconds == 900
     r = running("r", start=NOW - 100, time_limit_s=900)
     assert estimate_remaining(r, NOW).seconds == 800  # type: ignore[union-attr]
-    p = job("p", intent=it, progress=Progress(steps_done=400, rate=3.0), time_limit_s=1)
+    ran = {"restarts": 1, "attained_gpu_s": 200.0}  # progress counts once a job has run
+    p = job("p", intent=it, progress=Progress(steps_done=400, rate=3.0), time_limit_s=1, **ran)
     est = estimate_remaining(p, NOW)
     assert est is not None and est.source is Source.PROGRESS and est.seconds == 200
-    q = job("q", predicted_remaining_s=77.0, intent=it, progress=Progress(steps_done=0, rate=1))
+    q = job("q", predicted_remaining_s=77.0, intent=it, progress=Progress(steps_done=0, rate=1),
+            **ran)
     assert estimate_remaining(q, NOW).source is Source.PREDICTED  # type: ignore[union-attr]
     assert estimate_remaining(job("n"), NOW) is None
     # total steps without a rate: only a known model's profiled throughput gives one.
@@ -58,7 +60,7 @@ def test_estimate_chain() -> None:
 
 def test_remaining_at_follows_the_speedup_curve() -> None:
     j = job("a", gpus=2, intent=Intent(model="resnet50", batch_size=256),
-            predicted_remaining_s=1000.0)
+            predicted_remaining_s=1000.0, restarts=1, attained_gpu_s=100.0)
     est = estimate_remaining(j, NOW)
     assert est is not None
     c = perfmodel.curve_for("resnet50", 256)

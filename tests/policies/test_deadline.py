@@ -89,8 +89,9 @@ def test_jobs_without_deadlines_do_not_starve() -> None:
 
 
 def test_unknown_duration_and_time_limit_bound_hold_until_the_deadline() -> None:
+    # (progress counts once a job has run: "prog" was requeued after running)
     s = snap(job("prog", intent=dl(1000), progress=Progress(steps_done=0, steps_total=900,
-                                                            rate=1.0)),
+                                                            rate=1.0), restarts=1),
              job("limit", intent=dl(100, hard=True), time_limit_s=3600),
              job("unknown", intent=dl(500)), nodes=nodes(4))
     d = make("deadline").decide(s)

@@ -194,7 +194,7 @@ def _changes(r: Allocation) -> tuple[tuple[Resize, ...], tuple[Preempt, ...]]:
 def _why(r: Allocation, share: float, j: Job, g: int) -> str:
     jid = j.view.id
     fate = r.fate[jid]
-    src = f" ({j.est.source.value})" if j.est is not None else ""
+    src = f" ({j.est.label})" if j.est is not None else ""
     d = j.deadline
     grown = (f"; given {g} GPUs (spare, est {fmt_dur(j.rem(j.counts[0]))} -> "
              f"{fmt_dur(j.rem(g))})" if jid in r.grown else "")

@@ -37,7 +37,7 @@ import numpy.typing as npt
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, ServiceClass, id_key
 from slurm_rl.policies import gittins_table
-from slurm_rl.policies.estimates import estimate_remaining
+from slurm_rl.policies.estimates import believed_progress, estimate_remaining
 
 JOB_FEATURES: tuple[str, ...] = (
     "wait",             # _lt(now - submit)
@@ -235,7 +235,7 @@ def _static_row(j: JobView, total: int, running: bool = False,
     rng = gpu_range(j, total)
     lo, hi = rng if rng is not None else (j.gpus, j.gpus)
     it = j.intent
-    p = j.progress
+    p = believed_progress(j)
     frac = (min(1.0, p.steps_done / p.steps_total)
             if p is not None and p.steps_total else None)
     deadline = it.deadline if it is not None else None
@@ -402,7 +402,7 @@ def running_rows(snapshot: ClusterSnapshot, jobs: Sequence[JobView], *,
         slot, deadline = hit
         att = j.attained_gpu_s
         run = att / max(gpus, 1)
-        p = j.progress
+        p = believed_progress(j)
         est = estimate_remaining(j, now)
         left = est.seconds if est is not None else 0.0
         work = left * gpus
