@@ -123,14 +123,18 @@ class ClaimChecker:
         """(view shown by Slurm, the view with its claim fields): the same object while
         neither changes, so that policies keeping work per view keep it."""
 
-    def check(self, session: Session, snapshot: ClusterSnapshot) -> ClusterSnapshot:
-        """The snapshot with each job's claim fields set; finished jobs' claims stored (the
-        caller commits)."""
+    def check(self, session: Session, snapshot: ClusterSnapshot,
+              finished: Sequence[JobView] = ()) -> ClusterSnapshot:
+        """The snapshot with each job's claim fields set; the claims of `finished` jobs (with
+        the intent the daemon believed of them) stored (the caller commits)."""
         now = snapshot.time
         records = self._load(session)
         live: dict[str, list[Judged]] = {}
         overrun: set[JobId] = set()
-        finished: list[JobView] = []
+        shown = {(j.id, j.submit_time): j for j in (*snapshot.jobs, *finished)
+                 if j.state.is_finished}
+        self._judged &= shown.keys()  # squeue shows a finished job for MinJobAge only
+        done = [j for key, j in shown.items() if key not in self._judged]
         ends: dict[_RunKey, float] = {}
         overran_runs: set[_RunKey] = set()
         for j in snapshot.jobs:
@@ -148,9 +152,7 @@ class ClaimChecker:
                     overran_runs.add(key)
                 if judged.observed_s > judged.claimed_s:
                     live.setdefault(j.user, []).append(judged)
-            elif j.state.is_finished and (j.id, j.submit_time) not in self._judged:
-                finished.append(j)
-        self._store_finished(session, finished, now, records)
+        self._store_finished(session, done, now, records)
         self._ends, self._overrun = ends, overran_runs
         ratios = {user: user_ratio([*records.get(user, ()), *live.get(user, ())], self.rules)
                   for user in {*records, *live}}

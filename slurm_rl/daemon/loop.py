@@ -216,7 +216,8 @@ class Daemon:
         session.commit()
         snapshot = self.resizer.annotate(  # restarts Slurm does not show (restart.py)
             session, build_snapshot(now, admitted.jobs, polled.nodes))
-        snapshot = self.claims.check(session, snapshot)  # claims held to what jobs did
+        snapshot = self.claims.check(  # claims held to what jobs did (claims.py)
+            session, snapshot, self._finished(polled))
         reconciled = self._reconcile(session, snapshot, cycle_id)
         if self._known is None or reconciled:
             self._known = known_site_factors(session)
@@ -272,6 +273,20 @@ class Daemon:
         notes += sizing.notes() if dry else self.sizer.apply(
             session, sizing, snapshot.jobs, cycle_id=cycle_id, decision_id=decision_id)
         return notes
+
+    def _finished(self, polled: Polled) -> list[JobView]:
+        """Finished jobs in the daemon's scope (the gate shows the policy none), with the
+        intent the daemon believed of each: the first one seen; a tag added later is not."""
+        out = []
+        for j in polled.jobs:
+            if j.state.is_finished and j.managed and j.intent is not None:
+                if j.id in self._overrides:
+                    first = self._overrides[j.id]
+                    if first is None:
+                        continue
+                    j = replace(j, intent=first)
+                out.append(j)
+        return out
 
     def _update_overrides(self, polled: Polled,
                           overrides: Mapping[JobId, Intent | None]) -> None:
