@@ -154,8 +154,9 @@ class ClaimChecker:
                     live.setdefault(j.user, []).append(judged)
         self._store_finished(session, done, now, records)
         self._ends, self._overrun = ends, overran_runs
+        users = {j.user for j in snapshot.jobs} & {*records, *live}
         ratios = {user: user_ratio([*records.get(user, ()), *live.get(user, ())], self.rules)
-                  for user in {*records, *live}}
+                  for user in users}
         return self._annotate(snapshot, ratios, overrun)
 
     def record_of(self, user: str) -> tuple[float, int]:

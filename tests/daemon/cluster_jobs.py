@@ -8,6 +8,7 @@ our own jobs, and every job submitted is cancelled at the end of its test.
 from __future__ import annotations
 
 import os
+import pwd
 import sqlite3
 import subprocess
 import sys
@@ -49,6 +50,18 @@ class Jobs:
     def cancel_all(self) -> None:
         if self.ids:
             subprocess.run(["scancel", *self.ids], capture_output=True)
+
+
+def ensure_users(*names: str) -> None:
+    """Local users for jobs submitted with --uid (no home, no shell); the docker engine's
+    containers read the host's /etc/passwd."""
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            made = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name],
+                                  capture_output=True, text=True)
+            assert made.returncode in (0, 9), made.stderr
 
 
 def daemon_argv(db: Path, prefix: str, *args: str, policy: str = "deadline") -> list[str]:

@@ -17,13 +17,12 @@ a site without the plugin would let everyone), so that the daemon's own checks a
 
 from __future__ import annotations
 
-import pwd
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from cluster_jobs import SLURM_RL, Jobs, squeue
+from cluster_jobs import SLURM_RL, Jobs, ensure_users, squeue
 from sqlalchemy import func, select
 
 from slurm_rl.db.engine import make_engine, make_session_factory
@@ -40,13 +39,7 @@ POLICIES = [n for n in names() if n not in ORACLES]
 
 @pytest.fixture(scope="module")
 def users() -> None:
-    for name in (HONEST, LIAR, FRESH):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            made = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name],
-                                  capture_output=True, text=True)
-            assert made.returncode in (0, 9), made.stderr
+    ensure_users(HONEST, LIAR, FRESH)
 
 
 def submit(jobs: Jobs, user: str, tag: str, comment: str, *, sleep: int = 600,

@@ -9,14 +9,13 @@ tested. Jobs wait with --begin an hour ahead: pending, never running, priority v
 from __future__ import annotations
 
 import os
-import pwd
 import subprocess
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from cluster_jobs import SLURM_RL, Jobs, squeue
+from cluster_jobs import SLURM_RL, Jobs, ensure_users, squeue
 from sqlalchemy import select
 
 from slurm_rl.db.engine import make_engine, make_session_factory
@@ -32,13 +31,7 @@ SOON = int(time.time()) + 6 * 3600
 
 @pytest.fixture(scope="module")
 def users() -> None:
-    for name in (PLAIN, GRANTED):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            made = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name],
-                                  capture_output=True, text=True)
-            assert made.returncode in (0, 9), made.stderr
+    ensure_users(PLAIN, GRANTED)
 
 
 @pytest.fixture
