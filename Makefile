@@ -47,12 +47,17 @@ test: install docker-deps lint typecheck
 # The native launcher (docker/cluster up) passes docker/smoke-test, in its default directory
 # (never one a SLURM_RL_CLUSTER_DIR in the caller's environment names: that may be the
 # dockerized cluster's).
+# A native cluster it had to start for this is stopped again afterwards; one already up stays.
+NATIVE := env -u SLURM_RL_CLUSTER_DIR SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \
+	SLURM_RL_ENGINE=native
 smoke-native: system-deps
 	@echo "==> the native launcher's smoke test (docker/cluster --engine native up; docker/smoke-test)"
-	env -u SLURM_RL_CLUSTER_DIR SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \
-	  SLURM_RL_ENGINE=native docker/cluster up
-	env -u SLURM_RL_CLUSTER_DIR SLURM_CONF=/var/tmp/slurm-rl-cluster/etc/slurm.conf \
-	  SLURM_RL_ENGINE=native docker/smoke-test
+	@was_up=0; $(NATIVE) docker/cluster status >/dev/null 2>&1 && was_up=1; \
+	$(NATIVE) docker/cluster up && $(NATIVE) docker/smoke-test; rc=$$?; \
+	if [ $$was_up = 0 ]; then \
+	  echo "==> stopping the native cluster the smoke test started (docker/cluster --engine native down)"; \
+	  $(NATIVE) docker/cluster down >/dev/null || true; fi; \
+	exit $$rc
 
 # Debian packages: Slurm (slurmctld, slurmd, client), munge, and Python's venv.
 system-deps:
@@ -88,7 +93,7 @@ $(STAMP): setup.cfg pyproject.toml | system-deps
 	@echo "==> virtualenv $(VENV) and pip"
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --upgrade pip
-	@echo "==> $(TORCH_PIN) (CPU build, ~200 MB)"
+	@echo "==> $(TORCH_PIN) (CPU build: about 750 MB installed, .venv about 1.2 GB in all)"
 	$(PY) -m pip install '$(TORCH_PIN)' || \
 	  { test -n '$(TORCH_INDEX)' && echo "==> not in pip's configured index; trying $(TORCH_INDEX)" && \
 	    $(PY) -m pip install --extra-index-url '$(TORCH_INDEX)' '$(TORCH_PIN)'; }

@@ -24,7 +24,8 @@ def _db_options(func: _F) -> _F:
     )(func)
     func = click.option(
         "--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-        help="Database file; overrides [database] path from the config.",
+        envvar="SLURM_RL_DB",
+        help="Database file (default: $SLURM_RL_DB, else [database] path from the config).",
     )(func)
     return func
 

@@ -6,23 +6,47 @@ import importlib
 
 import click
 
-# name -> "module:attribute" of a click command; imported only when that command runs.
-_COMMANDS: dict[str, str] = {
-    "admin": "slurm_rl.trust_lua:admin",
-    "db": "slurm_rl.db.cli:db",
-    "daemon": "slurm_rl.daemon.cli:daemon",
-    "agent": "slurm_rl.nvml_agent:agent",
-    "explain": "slurm_rl.daemon.explain:explain",
-    "status": "slurm_rl.daemon.status:status",
-    "progress": "slurm_rl.progress:progress_command",
-    "simulate": "slurm_rl.sim.cli:simulate",
-    "evaluate": "slurm_rl.sim.evaluate:evaluate",
-    "policies": "slurm_rl.cli:policies_command",
-    "gittins-table": "slurm_rl.sim.gittins_build:gittins_table",
-    "train": "slurm_rl.rl.train:train_command",
-    "inference": "slurm_rl.inference.cli:inference",
-    "plan": "slurm_rl.inference.slurm_plan:plan_command",
-    "replay": "slurm_rl.replay:replay",
+# name -> ("module:attribute" of a click command, its one-line help). The module is imported
+# only when that command runs, so `slurm-rl --help` stays fast; a test keeps each line equal to
+# the command's own short help.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "admin": ("slurm_rl.trust_lua:admin",
+           "Files slurm-rl hands to Slurm (site administration)."),
+    "db": ("slurm_rl.db.cli:db",
+           "Create, migrate and inspect slurm-rl's SQLite database."),
+    "daemon": ("slurm_rl.daemon.cli:daemon",
+           "Watch Slurm, decide the order and GPU counts of pending jobs, apply them."),
+    "agent": ("slurm_rl.nvml_agent:agent",
+           "Publish this node's GPU utilisation, memory, power and temperature (NVML) to "
+           "Slurm."),
+    "explain": ("slurm_rl.daemon.explain:explain",
+           "Why JOB_ID is where it is: the latest decision for it and every action taken."),
+    "status": ("slurm_rl.daemon.status:status",
+           "The queue as the daemon sees it: rank, class, deadline slack, predicted start "
+           "and finish, GPUs and the reason for each job."),
+    "progress": ("slurm_rl.progress:progress_command",
+           "Report STEPS done (of --total) in this job's comment, for the scheduler's "
+           "predictions."),
+    "simulate": ("slurm_rl.sim.cli:simulate",
+           "Replay a trace through POLICY on a simulated Slurm GPU cluster (priority order +"
+           " EASY backfill planned from time limits, as slurmctld schedules)."),
+    "evaluate": ("slurm_rl.sim.evaluate:evaluate",
+           "Run policies x traces x loads x seeds; write a Markdown table, JSON and plots."),
+    "policies": ("slurm_rl.cli:policies_command",
+           "List the registered scheduling policies."),
+    "gittins-table": ("slurm_rl.sim.gittins_build:gittins_table",
+           "The Gittins-index table of the `gittins` policy."),
+    "train": ("slurm_rl.rl.train:train_command",
+           "Train the `rl` policy with PPO on the scenarios' TRAINING traces, or fine-tune "
+           'it on what the daemon recorded (--from-db; docs/rl.md, "Update scheme on a live '
+           'cluster").'),
+    "inference": ("slurm_rl.inference.cli:inference",
+           "Layer-aware DNN inference placement with DRM-DQL (docs/inference.md)."),
+    "plan": ("slurm_rl.inference.slurm_plan:plan_command",
+           "Place MODEL (a shipped structure or a profile file; default: the job's own "
+           "`rlsbatch --rl-inference` model) over this job's nodes."),
+    "replay": ("slurm_rl.replay:replay",
+           "Replay the jobs the daemon recorded under another policy, next to what happened."),
 }
 
 
@@ -33,10 +57,10 @@ class LazyGroup(click.Group):
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name in self.commands:
             return self.commands[cmd_name]
-        target = _COMMANDS.get(cmd_name)
-        if target is None:
+        entry = _COMMANDS.get(cmd_name)
+        if entry is None:
             return None
-        module_name, attr = target.split(":")
+        module_name, attr = entry[0].split(":")
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
@@ -47,6 +71,21 @@ class LazyGroup(click.Group):
             raise
         command: click.Command = getattr(module, attr)
         return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Click's command list, from `_COMMANDS`' help lines: importing every command (numpy,
+        the policies, torch) to print one line each would make `--help` take seconds."""
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows: list[tuple[str, str]] = []
+        for name in names:
+            # A command not imported yet is shortened by click's own rule, from its help line.
+            shown = self.commands.get(name) or click.Command(name, help=_COMMANDS[name][1])
+            rows.append((name, shown.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
 
     def invoke(self, ctx: click.Context) -> object:
         try:
@@ -61,9 +100,15 @@ class LazyGroup(click.Group):
             raise click.ClickException(_torch_missing(ctx.invoked_subcommand)) from None
 
 
+# The CPU build, as the Makefile installs it (TORCH_PIN, TORCH_INDEX): PyPI alone resolves this
+# pin to the CUDA build, several GB of nvidia-* wheels.
+TORCH_INSTALL = ("pip install --extra-index-url https://download.pytorch.org/whl/cpu "
+                 "'torch==2.13.0+cpu'")
+
+
 def _torch_missing(command: str | None) -> str:
-    return (f"{command or 'this command'} needs torch, which is not installed: "
-            "pip install 'slurm-rl[rl]' (the CPU build: see README.md)")
+    return (f"{command or 'this command'} needs torch, which is not installed; the CPU build "
+            f"(about 750 MB): {TORCH_INSTALL}")
 
 
 def _needs_torch(name: str) -> click.Command:
@@ -72,7 +117,7 @@ def _needs_torch(name: str) -> click.Command:
 
     return click.Command(name, callback=refuse, context_settings={"ignore_unknown_options": True},
                          params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
-                         help="(needs torch: pip install 'slurm-rl[rl]')")
+                         help=f"(needs torch: {TORCH_INSTALL})")
 
 
 @click.group(cls=LazyGroup)

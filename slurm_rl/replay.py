@@ -5,7 +5,8 @@ trace, replayed in the simulator under NAME and, as a check on the simulator its
 policy that actually ran; both are shown next to what happened on the cluster: average JCT,
 deadlines met, GPU utilisation (the same definitions as `slurm-rl simulate`). The simulator plans
 backfill conservatively with time limits, as slurmctld does (docs/sim-to-real.md), on a cluster
-of the recorded node count with the most common GPU count per node.
+of the recorded node count with the most common GPU count per node; a job wider than that
+cluster is left out of every column and counted in "left out" (`fit_to_cluster`).
 
 What the replay can not know: jobs outside the database (none, if the daemon saw the whole
 queue), a job's run time at another GPU count (it replays at the count it ran with), and
@@ -21,11 +22,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from slurm_rl.sim.recorded import ActualJob, RecordedTrace, parse_span
+
+if TYPE_CHECKING:  # (the simulator is imported when a replay runs, not for --help)
+    from slurm_rl.sim.config import EngineConfig
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,13 +65,38 @@ def actual_outcome(jobs: Sequence[ActualJob], capacity: int) -> Outcome:
                                      for j in jobs], capacity)
 
 
+def _engine(trace: RecordedTrace) -> EngineConfig:
+    """The replayed cluster: the recorded node count x the most common GPU count per node."""
+    from slurm_rl.sim.config import EngineConfig
+
+    return EngineConfig(nodes=trace.nodes, gpus_per_node=trace.gpus_per_node, conservative=True)
+
+
+def fit_to_cluster(trace: RecordedTrace) -> RecordedTrace:
+    """`trace` without the jobs the simulator would drop as wider than the replayed cluster
+    (sim/jobs.py's `make_jobs`, the rule the engine applies), counted in `skipped`: every
+    column then counts the same jobs, and the difference from what the database holds is in
+    "left out". The replayed cluster can be smaller than the real one: nodes with more GPUs
+    than the most common count are replayed with that count, and nodes the daemon has not
+    recorded are missing."""
+    from slurm_rl.sim.jobs import make_jobs
+
+    engine = _engine(trace)
+    held = {j.trace.id for j in make_jobs(trace.jobs, engine)[0]}
+    if len(held) == len(trace.jobs):
+        return trace
+    skipped = dict(trace.skipped)
+    why = f"wider than the replayed {trace.nodes} x {trace.gpus_per_node} GPUs"
+    skipped[why] = skipped.get(why, 0) + len(trace.jobs) - len(held)
+    return replace(trace, jobs=tuple(j for j in trace.jobs if j.id in held),
+                   actual=tuple(a for a in trace.actual if a.job_id in held), skipped=skipped)
+
+
 def simulated_outcome(label: str, trace: RecordedTrace, policy: str,
                       options: dict[str, Any]) -> Outcome:
-    from slurm_rl.sim.config import EngineConfig
     from slurm_rl.sim.run import Sizing, simulate
 
-    engine = EngineConfig(nodes=trace.nodes, gpus_per_node=trace.gpus_per_node,
-                          conservative=True)
+    engine = _engine(trace)
     result = simulate(trace.jobs, policy, Sizing(nodes=trace.nodes,
                                                  gpus_per_node=trace.gpus_per_node),
                       engine=engine, policy_options=options)
@@ -157,7 +186,8 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of the table.")
 @click.option("--config", "config_file",
               type=click.Path(dir_okay=False, readable=False, path_type=Path))
-@click.option("--db", "db_path", help="The daemon's database (default: [database] path).",
+@click.option("--db", "db_path", envvar="SLURM_RL_DB",
+              help="The daemon's database (default: $SLURM_RL_DB, else [database] path).",
               type=click.Path(dir_okay=False, readable=False, path_type=Path))
 def replay(since_text: str, policy: str, policy_option: tuple[str, ...], managed_only: bool,
            only_name_prefix: str | None, plot_path: Path | None, as_json: bool,
@@ -192,6 +222,11 @@ def replay(since_text: str, policy: str, policy_option: tuple[str, ...], managed
                                    f"{path} (left out: {left})")
     if trace.nodes < 1:
         raise click.ClickException(f"{path}: no GPU nodes recorded; can not size the cluster")
+    trace = fit_to_cluster(trace)
+    if not trace.jobs:
+        left = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
+        raise click.ClickException(f"no recorded job in the last {since_text} fits the "
+                                   f"replayed cluster (left out: {left})")
     capacity = trace.nodes * trace.gpus_per_node
     outcomes = [actual_outcome(trace.actual, capacity)]
     ran = trace.policy_that_ran

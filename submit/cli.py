@@ -35,13 +35,13 @@ class Submission:
     it (--rl-dry-run). Not a dataclass: rlsbatch imports nothing it can avoid (start-up)."""
 
     __slots__ = ("argv", "stdin", "intent", "comment", "dry_run", "show_help", "script_name",
-                 "force", "gpus", "time_limit", "sized")
+                 "force", "gpus", "time_limit", "sized", "warnings")
 
     def __init__(self, argv: list[str], *, stdin: bytes | None = None,
                  intent: IntentValues | None = None, comment: str | None = None,
                  dry_run: bool = False, show_help: bool = False, script_name: str = "",
                  force: bool = False, gpus: int = 0, time_limit: str | None = None,
-                 sized: int = 0) -> None:
+                 sized: int = 0, warnings: tuple[str, ...] = ()) -> None:
         self.argv = argv
         self.stdin = stdin
         self.intent = intent
@@ -59,6 +59,8 @@ class Submission:
         self.sized = sized
         """Deadline only (deadline_only.py): submitted held for the daemon to size, with this
         many GPUs at most; 0 otherwise."""
+        self.warnings = warnings
+        """Printed to stderr before the job is submitted (it still is)."""
 
 
 def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
@@ -129,9 +131,20 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
         gpus = start_gpus(scan.sbatch, env, directives.sbatch.sbatch, added)
         said = effective("time", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_TIMELIMIT")
         limit = said.value if said else None
+    warnings: tuple[str, ...] = ()
+    if intent.service_class == "critical":
+        from slurm_rl.submit.gpus import effective
+        from slurm_rl.submit.grants import critical_warning
+
+        account = effective("account", scan.sbatch, env, directives.sbatch.sbatch,
+                            "SBATCH_ACCOUNT")
+        qos = effective("qos", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_QOS")
+        warning = critical_warning(account=account.value if account else None,
+                                   qos=qos.value if qos else None, env=env)
+        warnings = (warning,) if warning else ()
     return Submission(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
                       script_name=script_name, force=force, gpus=gpus, time_limit=limit,
-                      sized=sized)
+                      sized=sized, warnings=warnings)
 
 
 def _read_script(scan: Scan, read_stdin: Callable[[], bytes]
@@ -271,6 +284,8 @@ def main(argv: list[str] | None = None) -> int:
     if not sub.argv:
         sys.stdout.write(HELP)
         return 0
+    for warning in sub.warnings:
+        sys.stderr.write(f"rlsbatch: warning: {warning}\n")
     if sub.intent is not None and sub.intent.deadline is not None:
         refusal = _feedback(sub)
         if refusal:

@@ -67,6 +67,9 @@ place rules as #SBATCH); the command line wins over #RLSBATCH.
 """
 
 _UNITS = {"w": 604800, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_UNIT_WORDS = {"w": ("week", "weeks"), "d": ("day", "days"),
+               "h": ("hr", "hrs", "hour", "hours"), "m": ("min", "mins", "minute", "minutes"),
+               "s": ("sec", "secs", "second", "seconds")}
 
 
 def parse_deadline(text: str, now: float) -> float:
@@ -78,7 +81,8 @@ def parse_deadline(text: str, now: float) -> float:
         if seconds is None:
             raise UsageError(
                 f"--rl-deadline: can't read {brief(text)!r}: a relative deadline is + and one or "
-                "more NUMBER+UNIT (w, d, h, m, s), e.g. +6h, +90m, +1d2h, +3600s"
+                "more NUMBER+UNIT (w, d, h, m, s, or Slurm's words: weeks, days, hours, "
+                "minutes, seconds), e.g. +6h, +90m, +10min, +1d2h, +2hours"
             )
         if seconds <= 0:
             raise UsageError(f"--rl-deadline: {brief(text)!r} is not in the future")
@@ -111,21 +115,35 @@ def _within_horizon(text: str, when: float, now: float) -> float:
     return when
 
 
+def _unit_seconds(word: str) -> int | None:
+    """Seconds in one unit: a letter (w d h m s) or one of Slurm's words (`--begin=now+1hour`:
+    seconds, minutes, hours, days, weeks; singular, plural, or `sec`/`min`/`hr`)."""
+    word = word.lower()
+    for letter, names in _UNIT_WORDS.items():
+        if word == letter or word in names:
+            return _UNITS[letter]
+    return None
+
+
 def _parse_offset(text: str) -> int | None:
-    """Seconds in `1d2h`-style text; None if unreadable. Far too large numbers come back as
-    a count beyond any horizon rather than as a huge int."""
+    """Seconds in `1d2h`- or `1day2hours`-style text; None if unreadable. Far too large
+    numbers come back as a count beyond any horizon rather than as a huge int."""
     total = 0
-    digits = ""
-    for ch in text:
-        if "0" <= ch <= "9":
-            digits += ch
-        elif ch in _UNITS and digits:
-            total = min(total + (read_digits(digits) or 0) * _UNITS[ch], MAX_INT)
-            digits = ""
-        else:
-            return None
-    if digits or not text:
-        return None  # a number without a unit, or nothing at all
+    i = 0
+    if not text:
+        return None
+    while i < len(text):
+        j = i
+        while j < len(text) and "0" <= text[j] <= "9":
+            j += 1
+        k = j
+        while k < len(text) and ("a" <= text[k] <= "z" or "A" <= text[k] <= "Z"):
+            k += 1
+        unit = _unit_seconds(text[j:k]) if j > i and k > j else None
+        if unit is None:
+            return None  # a number without a unit, a unit without a number, anything else
+        total = min(total + (read_digits(text[i:j]) or 0) * unit, MAX_INT)
+        i = k
     return total
 
 

@@ -77,3 +77,70 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             names = item.fixturenames  # type: ignore[attr-defined]
             if "slurm_cluster" not in names:
                 names.append("slurm_cluster")
+
+
+HEARTBEAT_S = 60.0
+"""A test running longer than this gets a line naming it, and another each time as long again."""
+
+
+class _Heartbeat:
+    """`make test` runs `pytest -q`, whose dots stop while one slow test (or the cluster
+    fixture) runs for minutes: a line naming what runs, so that a quiet stretch is not taken for
+    a hang. The line is written from a timer thread with capturing suspended for that write."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        import threading
+
+        self.config = config
+        self.lock = threading.Lock()
+        self.current: tuple[str, float] | None = None
+        """The test running now and when it started."""
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="test-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        said: tuple[str, float] | None = None  # the test last named, and at how many seconds
+        while not self.stop.wait(5.0):
+            with self.lock:
+                current = self.current
+            if current is None:
+                continue
+            nodeid, started = current
+            running = time.monotonic() - started
+            last = said[1] if said is not None and said[0] == nodeid else 0.0
+            if running - last < HEARTBEAT_S:
+                continue
+            said = (nodeid, running)
+            capman = self.config.pluginmanager.getplugin("capturemanager")
+            reporter = self.config.pluginmanager.getplugin("terminalreporter")
+            if capman is None or reporter is None:
+                continue
+            with capman.global_and_fixture_disabled():
+                reporter.write_line(f"  ... still running {nodeid} ({running:.0f} s)")
+
+    @pytest.hookimpl
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        reporter = self.config.pluginmanager.getplugin("terminalreporter")
+        if reporter is not None and self.config.option.verbose < 0:
+            took = time.monotonic() - self.config._heartbeat_t0  # type: ignore[attr-defined]
+            reporter.write_line(f"collected {len(session.items)} tests in {took:.0f} s")
+        self.thread.start()
+
+    @pytest.hookimpl
+    def pytest_runtest_logstart(self, nodeid: str) -> None:
+        with self.lock:
+            self.current = (nodeid, time.monotonic())
+
+    @pytest.hookimpl
+    def pytest_runtest_logfinish(self, nodeid: str) -> None:
+        with self.lock:
+            self.current = None
+
+    @pytest.hookimpl
+    def pytest_unconfigure(self) -> None:
+        self.stop.set()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config._heartbeat_t0 = time.monotonic()  # type: ignore[attr-defined]
+    config.pluginmanager.register(_Heartbeat(config), "slurm-rl-heartbeat")

@@ -63,10 +63,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/admin.md", "systemctl stop slurm-rl"): How(skip=SITE),
     ("docs/admin.md", "slurm-rl admin job-submit-lua --config /etc/slurm-rl/slurm-rl.toml "
                       "--operator slurm \\"): How(skip=SITE),
-    ("docs/admin.md", "sbatch --test-only --comment='{rl1:c=critical}' --wrap true     "
-                      "# must be refused"):
-        How(skip="needs job_submit.lua loaded in slurmctld (a site's check; the test "
-                 "cluster's plugin is tested in tests/test_trust_lua.py)"),
+    ("docs/admin.md", "runuser -u nobody -- sbatch --test-only --comment='{rl1:c=critical}' "
+                      "--wrap true   # must be refused"):
+        How(skip="run as written, with its refusal checked, by tests/test_first_hour_cluster.py"
+                 " (the test cluster loads job_submit.lua)"),
     ("docs/admin.md", "$ sbatch --comment='{rl1:d=1796160636,c=critical}' job.sh"):
         How(skip=TRANSCRIPT),
     ("docs/admin.md", ".venv/bin/slurm-rl admin job-submit-lua --config "
@@ -110,8 +110,9 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip="15 minutes on the test cluster; its helpers are "
                  "tests/benchmarks/test_live_deadlines_parse.py"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference profile            "
-                          "# regenerate profiles + CPU times (~5 s)"):
-        How(skip="rewrites the shipped profiles (tests/inference cover the command)"),
+                          "# profiles + CPU times into ./inference-profile/ (~5 s)"):
+        How(skip="writes ./inference-profile/ where it runs; tests/test_first_hour_outputs.py "
+                 "runs it in a temporary folder and checks the shipped files stay as they are"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference place resnet --cluster "
                           "examples/inference/cluster.toml"):
         How(expect="# resnet by drm-dql: predicted latency"),
@@ -126,8 +127,8 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/inference.md", "SLURM_RL_BIN=$PWD/.venv/bin/slurm-rl SLURM_RL_PYTHON=$PWD/.venv/bin/"
                           "python \\"):
         How(skip="submits a job; tests/inference/test_inference_pipeline_slurm.py runs it"),
-    ("docs/inference.md", ".venv/bin/slurm-rl inference profile                                  "
-                          "# profiles + CPU calibration"):
+    ("docs/inference.md", "D=slurm_rl/data/inference C=docs/inference    "
+                          "# the shipped checkpoints and profiles; tables and plots"):
         How(skip="runs of many minutes that rewrite shipped files (test_inference_cli.py "
                  "runs profile and train on small inputs; evaluate's sweep is not run in tests)"),
     ("docs/inference.md", 'P="--param demonstrator=best --param single_model=0.5 '

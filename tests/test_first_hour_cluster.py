@@ -4,6 +4,7 @@ Ctrl-C while slurmctld is unreachable."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -41,10 +42,10 @@ def test_readme_quick_look_runs_after_the_demo_hint(tmp_path: Path) -> None:
     script = (block.replace("-J quicklook", f"-J {tag}")
               .replace("/tmp/quicklook-%j.out", str(tmp_path / "job-%j.out"))
               .replace("~/quicklook.db", str(tmp_path / "q.db"))
-              .replace("--once", f"--once --only-name-prefix {tag}", 1)
+              .replace("deadline --once", f"deadline --once --only-name-prefix {tag}")
               # README shows the default engine's line; run it on the engine this session tests
               .replace("--engine docker", f"--engine {engine}"))
-    assert script.count(tag) == 2 and script.count(str(tmp_path)) == 3
+    assert script.count(tag) == 3 and script.count(str(tmp_path)) == 2
     fresh = {"HOME": str(tmp_path), "PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LANG": "C.UTF-8"}
     # `docker/cluster env` reads the engine (and its directory) from these: the block then
     # points at the cluster this session tests (the docker engine's under `make test`).
@@ -53,12 +54,21 @@ def test_readme_quick_look_runs_after_the_demo_hint(tmp_path: Path) -> None:
     try:
         proc = subprocess.run(["bash", "-e", "-c", script], cwd=REPO, env=fresh,
                               capture_output=True, text=True, timeout=240)
+        status = subprocess.run([str(BIN / "slurm-rl"), "status", "--json", "--db",
+                                 str(tmp_path / "q.db")], capture_output=True, text=True,
+                                timeout=60)
     finally:
         subprocess.run(["scancel", "-n", tag], capture_output=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
     assert "cycle 1:" in proc.stderr and str(tmp_path / "q.db") in proc.stderr
-    assert tag in proc.stdout  # status lists the job
+    # rlsbatch found the daemon's database through $SLURM_RL_DB and predicted the job
+    assert "no prediction" not in proc.stderr and "looks feasible" in proc.stderr
+    [row] = [ln for ln in proc.stdout.splitlines() if tag in ln]  # status lists the job
+    slack_cell = row.split("│")[6].strip()
+    assert slack_cell[-1] in "mhd" and not slack_cell.startswith("-"), row
+    [job] = [r for r in json.loads(status.stdout)["rows"] if r["name"] == tag]
+    assert job["slack_s"] is not None and job["slack_s"] > 0, job  # the deadline looks safe
     assert '"policy": "deadline"' in proc.stdout  # simulate --json
 
 
@@ -109,3 +119,23 @@ def test_ctrl_c_while_the_controller_is_down_is_one_line(tmp_path: Path) -> None
     assert proc.returncode == 0, out
     assert "Traceback" not in out and " ERROR " not in out, out
     assert "SIGINT: finishing the cycle, then exiting" in out
+
+
+def test_admin_guide_refusal_check_is_refused_on_the_test_cluster() -> None:
+    """docs/admin.md's check of the job_submit.lua plugin, run as written: the test cluster
+    loads the plugin, so the line it says must be refused is."""
+    text = (REPO / "docs" / "admin.md").read_text()
+    [line] = [ln for ln in text.splitlines() if ln.rstrip().endswith("# must be refused")]
+    command = line.split("#", 1)[0].strip()
+    assert command.startswith("runuser -u nobody -- sbatch --test-only")
+    proc = subprocess.run(["bash", "-c", command], cwd="/", capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "class 'critical' (c=critical) is not granted to user nobody" in proc.stderr
+    assert squeue_names_of("nobody") == []
+
+
+def squeue_names_of(user: str) -> list[str]:
+    proc = subprocess.run(["squeue", "-h", "-u", user, "-o", "%j"], capture_output=True,
+                          text=True, timeout=30, check=True)
+    return proc.stdout.split()

@@ -153,7 +153,8 @@ def test_command_needing_torch_says_so_in_one_line(tmp_path: Path) -> None:
                               text=True, timeout=120, cwd=tmp_path)
         assert proc.returncode == 1, (args, proc.stdout, proc.stderr)
         [line] = error_lines(proc)
-        assert "needs torch" in line and "slurm-rl[rl]" in line
+        assert "needs torch" in line and "download.pytorch.org/whl/cpu" in line
+        assert "'torch==2.13.0+cpu'" in line and "slurm-rl[rl]" not in line
     listing = subprocess.run([sys.executable, "-c", script, "--help"], capture_output=True,
                              text=True, timeout=60)
     assert listing.returncode == 0 and "train" in listing.stdout
@@ -189,3 +190,83 @@ def test_sim_to_real_raw_never_replaces_a_file(tmp_path: Path) -> None:
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert f"--raw {saved} exists" in proc.stderr.splitlines()[-1]
     assert saved.read_text() == "{}"
+
+
+def test_unknown_policy_is_a_usage_error_everywhere(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    for args in (["daemon", "--once", "--db", str(db), "--policy", "nosuch"],
+                 ["simulate", "--trace", "data:itp-deadline-cluster10.csv", "--format",
+                  "itp-deadline", "--policy", "nosuch", "--load", "0.8"]):
+        proc = run(*args, cwd=tmp_path)
+        assert proc.returncode == 2, (args, proc.stderr)
+        [line] = error_lines(proc)
+        assert "unknown policy 'nosuch'" in line and "fifo" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_no_slurm_configuration_is_named_before_anything_is_created(tmp_path: Path) -> None:
+    from slurm_rl.slurm import conf
+
+    assert conf.slurm_conf_problem({}, defaults=(tmp_path / "none.conf",),
+                                   no_source=lambda: False) is None  # configless DNS answers
+    line = conf.slurm_conf_problem({}, defaults=(tmp_path / "none.conf",),
+                                   no_source=lambda: True)
+    assert line is not None and "SLURM_CONF is not set" in line and "none.conf" in line
+    (tmp_path / "none.conf").write_text("ClusterName=x\n")
+    assert conf.slurm_conf_problem({}, defaults=(tmp_path / "none.conf",),
+                                   no_source=lambda: True) is None
+    (tmp_path / "none.conf").unlink()
+    if any(path.is_file() for path in conf.DEFAULT_CONFS) or not conf.configless_fails():
+        pytest.skip("this host has a Slurm configuration without SLURM_CONF")
+    proc = run("daemon", "--once", "--db", str(tmp_path / "x.db"),
+               env={"SLURM_CONF": "<unset>"}, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    [line] = error_lines(proc)
+    assert "no Slurm configuration: SLURM_CONF is not set" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def rlsbatch(*args: str, env: dict[str, str] | None = None,
+             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in {**os.environ, **(env or {})}.items() if v != "<unset>"}
+    return subprocess.run([str(BIN / "rlsbatch"), *args], capture_output=True, text=True,
+                          env=full, cwd=cwd, timeout=60)
+
+
+def test_deadline_takes_slurms_unit_words(tmp_path: Path) -> None:
+    for offset, seconds in (("+10min", 600), ("+2hours", 7200), ("+1day", 86400),
+                            ("+1hour30minutes", 5400), ("+90m", 5400)):
+        before = int(time.time())
+        proc = rlsbatch("--rl-dry-run", "-c", "1", "--rl-deadline", offset, "--wrap", "true",
+                        cwd=tmp_path)
+        assert proc.returncode == 0, (offset, proc.stderr)
+        epoch = int(proc.stdout.split("(epoch ")[1].split(")")[0])
+        assert before + seconds <= epoch <= int(time.time()) + seconds, offset
+    proc = rlsbatch("--rl-dry-run", "-c", "1", "--rl-deadline", "+10months", "--wrap", "true",
+                    cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("rlsbatch: error: --rl-deadline: can't read '+10months'")
+    assert "minutes" in line and "+10min" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_rlsbatch_says_an_ungranted_critical_class_at_submission(tmp_path: Path) -> None:
+    import getpass
+
+    args = ("--rl-dry-run", "--rl-class", "critical", "--wrap", "true")
+    proc = rlsbatch(*args, env={"SLURM_RL_CONFIG": "<unset>"}, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [warning] = [ln for ln in proc.stderr.splitlines() if ln.startswith("rlsbatch: warning:")]
+    assert f"--rl-class critical is not granted to user {getpass.getuser()}" in warning
+    assert "schedules this job as standard" in warning
+    config = tmp_path / "rl.toml"
+    config.write_text(f'[trust]\ncritical_users = ["{getpass.getuser()}"]\n')
+    granted = rlsbatch(*args, env={"SLURM_RL_CONFIG": str(config)}, cwd=tmp_path)
+    assert granted.returncode == 0 and "warning" not in granted.stderr
+    config.write_text('[trust]\ncritical_accounts = ["urgent"]\n')
+    by_account = rlsbatch("-A", "urgent", *args, env={"SLURM_RL_CONFIG": str(config)},
+                          cwd=tmp_path)
+    assert by_account.returncode == 0 and "warning" not in by_account.stderr
+    other = rlsbatch("-A", "other", *args, env={"SLURM_RL_CONFIG": str(config)}, cwd=tmp_path)
+    assert f"[trust] in {config}" in other.stderr

@@ -76,6 +76,21 @@ class DatabaseLocked(DatabaseUnusable):
     exit_code = EXIT_LOCKED
 
 
+def check_database(path: Path, *, create: bool) -> None:
+    """DatabaseUnusable (one line) for a database path `open_database` would refuse, found
+    without creating or changing anything: no file where none may be created, a missing
+    folder, a folder others may write, a file that is not slurm-rl's."""
+    from slurm_rl.db.guard import DatabaseError, inspect_file
+
+    if not create and not path.exists():
+        raise DatabaseUnusable(f"no database at {path} (the default): name one with --db FILE "
+                               "or [database] path in --config (it is created there)")
+    try:
+        inspect_file(path, write=True)
+    except DatabaseError as exc:
+        raise DatabaseUnusable(str(exc)) from None
+
+
 def open_database(path: Path, *, debug: bool = False, create: bool = True
                   ) -> tuple[Engine, sessionmaker[Session], DatabaseLock]:
     """Lock the database for this daemon, create it if it is empty, and record the holder.
@@ -91,11 +106,8 @@ def open_database(path: Path, *, debug: bool = False, create: bool = True
     from slurm_rl.db.guard import DatabaseError, FileKind, describe_error, inspect_file
     from slurm_rl.db.lock import DatabaseLock, LockHeld, record_holder
 
-    if not create and not path.exists():
-        raise DatabaseUnusable(f"no database at {path} (the default): name one with --db FILE "
-                               "or [database] path in --config (it is created there)")
+    check_database(path, create=create)  # before the lock file is created beside it
     try:
-        inspect_file(path, write=True)  # before the lock file is created beside it
         lock = DatabaseLock.acquire(path)
     except LockHeld as exc:
         raise DatabaseLocked(str(exc)) from None
@@ -190,9 +202,11 @@ def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> Pol
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--policy-option'") from None
     for which, pname in (("policy", chosen), ("fallback policy", dc.fallback_policy)):
-        if pname not in policies.names():
-            raise click.ClickException(f"unknown {which} {pname!r} (valid: "
-                                       f"{', '.join(policies.names())})")
+        if pname not in policies.names():  # a usage error, exit 2, as in `slurm-rl simulate`
+            hint = ("'--policy'" if which == "policy" and name else
+                    f"[daemon] {which.replace(' ', '_')}")
+            raise click.BadParameter(f"unknown {which} {pname!r} (valid: "
+                                     f"{', '.join(policies.names())})", param_hint=hint)
         if pname in policies.ORACLES:
             raise PolicyRefused(f"policy {pname!r} reads true job durations, which only the "
                                 "simulator knows: it can not run on a live cluster")
@@ -223,7 +237,8 @@ def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> Pol
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Config file (default: $SLURM_RL_CONFIG, else /etc/slurm-rl/slurm-rl.toml).")
 @click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
-              help="Database file; overrides [database] path.")
+              envvar="SLURM_RL_DB",
+              help="Database file (default: $SLURM_RL_DB, else [database] path).")
 @click.option("--only-name-prefix", metavar="PREFIX",
               help="Narrow the scope further to jobs whose name starts with PREFIX (pilots, "
                    "tests on a shared cluster).")
@@ -246,9 +261,6 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
         config = load_config(config_file)
     except ConfigError as exc:
         raise click.ClickException(str(exc)) from None
-    conf_problem = slurm_conf_problem()  # before the first squeue, which would retry for ~60 s
-    if conf_problem is not None:
-        raise click.ClickException(conf_problem)
     dc = config.daemon
     failpoint = os.environ.get(FAILPOINT_ENV) or None
     if failpoint is not None and failpoint not in FAILPOINTS:
@@ -265,8 +277,14 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
             prune_batch=cfg.database.prune_batch, grants=Grants.from_config(cfg.trust),
             resize=cfg.resize, sizing=cfg.sizing, claims=cfg.claims)
 
-    chosen = spec(config).build()
+    chosen = spec(config).build()  # usage errors first, then what this host lacks
     options = options_of(config)
+    path = db_path or config.database.path
+    create = db_path is not None or config.source is not None
+    check_database(path, create=create)  # what the command line and config name, then the host
+    conf_problem = slurm_conf_problem()  # before the first squeue, which would retry for ~60 s
+    if conf_problem is not None:
+        raise click.ClickException(conf_problem)
     metrics = None
     if config.metrics.address:
         from slurm_rl.daemon.metrics import DaemonMetrics, MetricsError
@@ -280,9 +298,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
     hooks = LoopHooks(notifier=Notifier(), metrics=metrics, reloader=ConfigReloader(
         load=lambda: load_config(config_file), running=config, policy_key=spec,
         build_policy=lambda cfg: spec(cfg).build(), build_options=options_of))
-    path = db_path or config.database.path
-    engine, sessions, lock = open_database(
-        path, debug=debug, create=db_path is not None or config.source is not None)
+    engine, sessions, lock = open_database(path, debug=debug, create=create)
     runner = SubprocessRunner()
     the_daemon = Daemon(
         adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),

@@ -13,7 +13,9 @@ from slurm_rl.config import ClaimsConfig, ConfigError, load_config
 @click.command("explain")
 @click.argument("job_id")
 @click.option("--config", "config_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--db", "db_path", type=click.Path(dir_okay=False, path_type=Path),
+              envvar="SLURM_RL_DB",
+              help="The daemon's database (default: $SLURM_RL_DB, else [database] path).")
 def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None:
     """Why JOB_ID is where it is: the latest decision for it and every action taken."""
     from slurm_rl.daemon.store import explain_job

@@ -58,11 +58,32 @@ class QueueStatus:
     rows: tuple[StatusRow, ...]
 
 
+def _profiled_run_s(job: Job, gpus: int) -> float | None:
+    """The whole run at `gpus`, from the steps the job stated and its model's measured
+    throughput (the daemon's PROFILE estimate); None for a job that stated neither."""
+    from slurm_rl import perfmodel
+
+    model = (job.model or "").lower()
+    if not job.total_steps or model not in perfmodel.curves():
+        return None
+    rate = perfmodel.curve_for(model, job.batch_size).throughput(max(gpus, 1))
+    return job.total_steps / rate if rate > 0 else None
+
+
+def _run_s(job: Job, gpus: int) -> float | None:
+    """A pending job's predicted run time: its profile, capped by its time limit (slurmctld
+    ends it there), else the limit; None with neither."""
+    ends = [t for t in (_profiled_run_s(job, gpus), job.time_limit_s) if t is not None]
+    return min(ends) if ends else None
+
+
 def _expected_end(job: Job, progress: JobProgress | None) -> float | None:
-    """Time limit from the start, or sooner if the job's reported rate says so."""
+    """When a running job ends: the soonest of its time limit, its profile and its reported
+    rate (each counted from the start, the rate from its report)."""
     ends = []
-    if job.start_time is not None and job.time_limit_s is not None:
-        ends.append(job.start_time + job.time_limit_s)
+    if job.start_time is not None:
+        ends += [job.start_time + t for t in (job.time_limit_s, _profiled_run_s(job, job.gpus))
+                 if t is not None]
     if progress is not None and progress.rate and progress.steps_total is not None:
         since = progress.reported_at or progress.recorded_at
         left = max(0, progress.steps_total - progress.steps_done)
@@ -105,7 +126,7 @@ def read_status(session: Session, database: str, *, now: float | None = None) ->
         now, gpus_total,
         [Running(job_id=j.job_id, gpus=j.gpus, end=_expected_end(j, progress.get(j.job_id)))
          for j in running],
-        [Waiting(job_id=j.job_id, gpus=gpus_of(j), duration_s=j.time_limit_s)
+        [Waiting(job_id=j.job_id, gpus=gpus_of(j), duration_s=_run_s(j, gpus_of(j)))
          for j in pending[:FORECAST_MAX]])
     rows = []
     for j in [*pending, *running]:
@@ -128,8 +149,13 @@ def read_status(session: Session, database: str, *, now: float | None = None) ->
                        rows=tuple(rows))
 
 
-def _clock(t: float | None) -> str:
-    return "-" if t is None else time.strftime("%m-%d %H:%M", time.localtime(t))
+def _clock(t: float | None, now: float | None = None) -> str:
+    """Month, day and time; with the year when it is not this year's."""
+    if t is None:
+        return "-"
+    when = time.localtime(t)
+    this_year = time.localtime(time.time() if now is None else now).tm_year
+    return time.strftime("%m-%d %H:%M" if when.tm_year == this_year else "%Y-%m-%d %H:%M", when)
 
 
 def _span(seconds: float | None) -> str:
@@ -152,6 +178,11 @@ def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> 
     mode = " (dry run)" if status.dry_run else ""
     title = (f"slurm-rl queue as of {_clock(status.as_of)}, policy {status.policy}{mode}, "
              f"{status.gpus_total} GPUs" if status.as_of else "slurm-rl: no decision recorded")
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    if not rows:
+        whose = f" of user {user}" if user is not None else ""
+        console.print(f"{title}\nno pending or running jobs{whose}", highlight=False)
+        return
     table = Table(title=title, title_justify="left")
     for col, justify in (("rank", "right"), ("job", "left"), ("user", "left"),
                          ("state", "left"), ("class", "left"), ("slack", "right"),
@@ -166,7 +197,6 @@ def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> 
                       r.user, r.state.lower(), r.service_class or "-", slack,
                       _clock(r.predicted_start), _clock(r.predicted_finish), str(r.gpus),
                       (r.reason or "-")[:60], style=None if r.managed else "dim")
-    console = Console(width=None if sys.stdout.isatty() else 160)
     console.print(table)
     if len(shown) < len(rows):
         console.print(f"... {len(rows) - len(shown)} more (--all shows every job)")
@@ -178,7 +208,8 @@ def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> 
 @click.option("--all", "show_all", is_flag=True, help="Every job, not only the first 50.")
 @click.option("--config", "config_file",
               type=click.Path(dir_okay=False, readable=False, path_type=Path))
-@click.option("--db", "db_path", help="The daemon's database (default: [database] path).",
+@click.option("--db", "db_path", envvar="SLURM_RL_DB",
+              help="The daemon's database (default: $SLURM_RL_DB, else [database] path).",
               type=click.Path(dir_okay=False, readable=False, path_type=Path))
 def status(as_json: bool, user: str | None, show_all: bool, config_file: Path | None,
            db_path: Path | None) -> None:

@@ -15,7 +15,30 @@ if TYPE_CHECKING:  # (plan pulls in the simulator: imported when a command runs)
     from slurm_rl.inference.plan import Plan
     from slurm_rl.inference.profile import Profile
 
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "inference"
+PROFILE_OUT = "inference-profile"
+TRAIN_OUT = "inference-train"
+EVALUATE_OUT = "inference-eval"
+"""Default output folders, in the current directory: the shipped files (profiles and CPU
+calibration in slurm_rl/data/inference/, tables and plots in docs/inference/) are rewritten
+only when --out-dir names their folder."""
+SWEEP_FILES = ("sweep.csv", "dp.csv", "sweep.png", "summary.md")
+
+
+def _output_folder(given: Path | None, default: str, writes: list[str]) -> Path:
+    """The folder a command writes `writes` (names in it) to: `given`, replacing what is there
+    (how a maintainer regenerates the shipped files), else `default` in the current directory,
+    or the first of `default-2`, `default-3`, ... that holds none of them, so a run never
+    replaces earlier output unless told to (as `slurm-rl evaluate` does)."""
+    if given is not None:
+        return given
+    wanted = Path(default)
+    out, n = wanted, 2
+    while any((out / name).exists() for name in writes):
+        out, n = wanted.with_name(f"{wanted.name}-{n}"), n + 1
+    if out != wanted:
+        click.echo(f"{wanted} holds earlier output: writing to {out} "
+                   "(--out-dir names the folder to replace)", err=True)
+    return out
 
 
 def _seeds(text: str) -> list[int]:
@@ -36,17 +59,24 @@ def inference() -> None:
 
 @inference.command("profile")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Where profiles/*.json go (default: the shipped ones); cpu_times.csv and "
-                   "cpu_device.json go to its parent.")
+              help=f"Folder for profiles/*.json, cpu_times.csv and cpu_device.json (default: "
+                   f"./{PROFILE_OUT}/, or {PROFILE_OUT}-2, -3... if that holds a profile; "
+                   "slurm_rl/data/inference regenerates the shipped files, which are what "
+                   "every command reads).")
 @click.option("--time/--no-time", "time_cpu", default=True,
               help="Also time every layer on this CPU and fit the `cpu` device.")
 @click.option("--reps", type=click.IntRange(1, 100), default=5, show_default=True)
 def profile_command(out_dir: Path | None, time_cpu: bool, reps: int) -> None:
-    """Regenerate the layer profiles of the five shipped structures from torch modules."""
+    """Profile the layers of the five shipped structures from torch modules (and calibrate
+    this CPU), into a new folder unless --out-dir names one."""
     from slurm_rl.inference import profiler
 
-    kwargs = {"out_dir": out_dir} if out_dir else {}
-    profiler.regenerate(time_cpu=time_cpu, reps=reps, echo=click.echo, **kwargs)
+    out = _output_folder(out_dir, PROFILE_OUT, [profiler.PROFILES, profiler.CPU_TIMES,
+                                                profiler.CPU_DEVICE])
+    profiler.regenerate(out, time_cpu=time_cpu, reps=reps, echo=click.echo)
+    click.echo(f"wrote {out / profiler.PROFILES}"
+               + (f", {out / profiler.CPU_TIMES}, {out / profiler.CPU_DEVICE}"
+                  if time_cpu else ""))
 
 
 @inference.command("train")
@@ -55,9 +85,12 @@ def profile_command(out_dir: Path | None, time_cpu: bool, reps: int) -> None:
 @click.option("--seeds", default="1,2,3", show_default=True)
 @click.option("--episodes", type=click.IntRange(1, 100_000), default=40, show_default=True)
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="Checkpoints (default: slurm_rl/data/inference, the shipped ones).")
-@click.option("--curve-dir", type=click.Path(file_okay=False, path_type=Path), default=DOCS,
-              show_default=True, help="curves-AGENT.csv and learning_curves.png.")
+              help=f"Checkpoints (default: ./{TRAIN_OUT}/, or {TRAIN_OUT}-2, -3... if that "
+                   "holds this run's checkpoints or curves; slurm_rl/data/inference replaces "
+                   "the shipped ones, which evaluate, place and plan read).")
+@click.option("--curve-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="curves-AGENT.csv, learning_curves.png and .md (default: the checkpoints' "
+                   "folder; docs/inference replaces the shipped ones).")
 @click.option("--param", "params", multiple=True, metavar="KEY=VALUE",
               help="Override a training setting (--list-params shows them).")
 @click.option("--tag", default="", help="Suffix of checkpoint and curve file names.")
@@ -65,7 +98,7 @@ def profile_command(out_dir: Path | None, time_cpu: bool, reps: int) -> None:
 @click.option("--plot-only", is_flag=True,
               help="Only redraw learning_curves{tag}.png from the CSVs in --curve-dir.")
 def train_command(agent: str, seeds: str, episodes: int, out_dir: Path | None,
-                  curve_dir: Path, params: tuple[str, ...], tag: str, list_params: bool,
+                  curve_dir: Path | None, params: tuple[str, ...], tag: str, list_params: bool,
                   plot_only: bool) -> None:
     """Train DRM-DQL and/or vanilla DQL (same network, budget, scenarios and seeds)."""
     from slurm_rl.inference import dqn, experiments
@@ -76,11 +109,22 @@ def train_command(agent: str, seeds: str, episodes: int, out_dir: Path | None,
     if not all(c.isalnum() or c in "-_" for c in tag):
         raise click.BadParameter("letters, digits, - and _ only", param_hint="--tag")
     if plot_only:
-        click.echo(experiments.replot(curve_dir, tag))
+        folder = curve_dir or out_dir or Path(TRAIN_OUT)
+        if not experiments.read_curves(folder, tag):
+            raise click.BadParameter(f"no curves-*{tag}.csv in {folder} (train first, or name "
+                                     "their folder)", param_hint="--curve-dir")
+        click.echo(experiments.replot(folder, tag))
         return
     agents = ["drm", "vanilla"] if agent == "both" else [agent]
-    experiments.train_runs(agents, _seeds(seeds), episodes, out_dir or experiments.DATA,
-                           curve_dir, click.echo, _params(params, dqn.TrainConfig), tag)
+    seed_list = _seeds(seeds)
+    settings = _params(params, dqn.TrainConfig)
+    writes = [experiments.checkpoint_path(Path(), a, s, tag).name
+              for a in agents for s in seed_list]
+    out = _output_folder(out_dir, TRAIN_OUT, writes + [
+        f"curves-{experiments.AGENTS[a]}{tag}.csv" for a in agents if curve_dir is None])
+    experiments.train_runs(agents, seed_list, episodes, out, curve_dir or out, click.echo,
+                           settings, tag)
+    click.echo(f"wrote {', '.join(str(out / w) for w in writes)}; curves in {curve_dir or out}")
 
 
 def _params(items: tuple[str, ...], cls: type) -> dict[str, object]:
@@ -114,20 +158,28 @@ def _params(items: tuple[str, ...], cls: type) -> dict[str, object]:
 @click.option("--seeds", default="1,2,3", show_default=True)
 @click.option("--tasks", type=click.IntRange(1, 100_000), default=24, show_default=True)
 @click.option("--load", type=click.FloatRange(0.01, 10.0), default=0.6, show_default=True)
-@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=DOCS,
-              show_default=True, help="sweep.csv, dp.csv, sweep.png, summary.md.")
+@click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=f"Folder for sweep.csv, dp.csv, sweep.png, summary.md (default: "
+                   f"./{EVALUATE_OUT}/, or {EVALUATE_OUT}-2, -3... if that holds a sweep; "
+                   "docs/inference replaces the shipped ones).")
 @click.option("--report-only", is_flag=True,
-              help="Only rewrite summary.md and sweep.png from sweep.csv and dp.csv.")
+              help=f"Only rewrite summary.md and sweep.png from sweep.csv and dp.csv in "
+                   f"--out-dir (default ./{EVALUATE_OUT}/).")
 def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: float,
-                     out_dir: Path, report_only: bool) -> None:
+                     out_dir: Path | None, report_only: bool) -> None:
     """The bandwidth x compute-mix x structure sweep (held-out structures included) and the
     DP comparison, for DRM-DQL, vanilla DQL, HEFT, whole-model and lookahead."""
     from slurm_rl.inference import dqn, experiments
     from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
 
     if report_only:
-        _report(experiments.read_csv(out_dir / "sweep.csv"),
-                experiments.read_csv(out_dir / "dp.csv"), out_dir)
+        folder = out_dir or Path(EVALUATE_OUT)
+        for name in ("sweep.csv", "dp.csv"):
+            if not (folder / name).is_file():
+                raise click.BadParameter(f"no {name} in {folder} (run evaluate first, or name "
+                                         "its folder)", param_hint="--out-dir")
+        _report(experiments.read_csv(folder / "sweep.csv"),
+                experiments.read_csv(folder / "dp.csv"), folder)
         return
 
     ck_dir = checkpoint_dir or experiments.DATA
@@ -146,12 +198,14 @@ def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: 
                 "vanilla-dql": dqn.QScheduler(nets[("vanilla", seed)], "vanilla-dql"),
                 "heft": EarliestFinish(), "whole": WholeModel(), "lookahead": Lookahead()}
 
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out = _output_folder(out_dir, EVALUATE_OUT, list(SWEEP_FILES))
+    out.mkdir(parents=True, exist_ok=True)
     rows = experiments.sweep(scheds, seed_list, tasks, load)
-    experiments.write_csv(rows, out_dir / "sweep.csv")
+    experiments.write_csv(rows, out / "sweep.csv")
     dp = experiments.dp_rows(scheds(seed_list[0]))
-    experiments.write_csv(dp, out_dir / "dp.csv")
-    _report(rows, dp, out_dir)
+    experiments.write_csv(dp, out / "dp.csv")
+    _report(rows, dp, out)
+    click.echo(f"wrote {', '.join(str(out / name) for name in SWEEP_FILES)}")
 
 
 def _report(rows: list[dict[str, Any]], dp: list[dict[str, Any]], out_dir: Path) -> None:

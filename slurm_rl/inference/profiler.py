@@ -27,7 +27,11 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from slurm_rl.inference import models
-from slurm_rl.inference.profile import FORMAT, SHIPPED_DIR, Profile, from_json, save
+from slurm_rl.inference.profile import FORMAT, Profile, from_json, save
+
+PROFILES = "profiles"
+CPU_TIMES = "cpu_times.csv"
+CPU_DEVICE = "cpu_device.json"
 
 
 def _tensors(args: Any) -> list[torch.Tensor]:
@@ -161,17 +165,20 @@ def calibrate(points: list[tuple[float, float, float]]) -> Calibration:
     return best
 
 
-def regenerate(out_dir: Path = SHIPPED_DIR, time_cpu: bool = True, reps: int = 5,
+def regenerate(out_dir: Path, time_cpu: bool = True, reps: int = 5,
                echo: Any = print) -> None:
-    """Write profiles/<model>.json for every model, and with `time_cpu` the measured CPU
-    times (cpu_times.csv) and the fitted CPU device (cpu_device.json) next to them."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    """Write out_dir/profiles/<model>.json for every model, and with `time_cpu` the measured
+    CPU times (out_dir/cpu_times.csv) and the fitted CPU device (out_dir/cpu_device.json): the
+    layout of the shipped slurm_rl/data/inference/, so naming that folder regenerates the
+    shipped files and any other folder leaves them alone."""
+    profiles_dir = out_dir / PROFILES
+    profiles_dir.mkdir(parents=True, exist_ok=True)
     points: list[tuple[float, float, float]] = []
     rows: list[tuple[str, int, str, str, float, float, float]] = []
     for name in models.BUILDERS:
         model, x = models.build(name, "meta")
         prof = profile_module(model, x, name)
-        save(prof, out_dir / f"{name}.json")
+        save(prof, profiles_dir / f"{name}.json")
         echo(f"{name}: {len(prof.layers)} layers, {prof.total_flops / 1e9:.2f} GFLOP, "
              f"{sum(lay.param_bytes for lay in prof.layers) / 1e6:.1f} MB of weights")
         if time_cpu:
@@ -185,18 +192,18 @@ def regenerate(out_dir: Path = SHIPPED_DIR, time_cpu: bool = True, reps: int = 5
     if not time_cpu:
         return
     cal = calibrate(points)
-    data_dir = out_dir.parent
-    with open(data_dir / "cpu_times.csv", "w", newline="") as fh:
+    with open(out_dir / CPU_TIMES, "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["model", "layer", "name", "kind", "flops", "bytes_moved", "measured_s",
                     "predicted_s"])
         for r in rows:
             w.writerow([*r[:6], f"{r[6]:.3e}", f"{predict(r[4], r[5], cal):.3e}"])
-    (data_dir / "cpu_device.json").write_text(json.dumps({
+    (out_dir / CPU_DEVICE).write_text(json.dumps({
         "flops_per_s": cal.flops_per_s, "mem_bytes_per_s": cal.mem_bytes_per_s,
         "overhead_s": cal.overhead_s,
         "median_abs_rel_error": cal.median_abs_rel_error,
-        "measured": "torch.set_num_threads(1), batch 1, median of 5 passes"}, indent=1) + "\n")
+        "measured": f"torch.set_num_threads(1), batch 1, median of {reps} passes"},
+        indent=1) + "\n")
     for name in models.BUILDERS:
         meas = sum(r[6] for r in rows if r[0] == name)
         pred = sum(predict(r[4], r[5], cal) for r in rows if r[0] == name)

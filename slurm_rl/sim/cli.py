@@ -11,12 +11,14 @@ from typing import Any
 import click
 
 from slurm_rl import policies
+from slurm_rl.checkpoint_errors import one_line
+from slurm_rl.policies.rl import RLPolicyError
 from slurm_rl.sim import metrics, run
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.results import SimulationError
 from slurm_rl.sim.run import DATA_PREFIX, Sizing, load_jobs, resolve_trace_path
-from slurm_rl.sim.trace import TraceError, TraceFormat, parse_window
+from slurm_rl.sim.trace import TraceError, TraceFormat, TraceFormatError, parse_window
 
 
 def _check_window(_ctx: click.Context, param: click.Parameter, value: str | None
@@ -118,6 +120,12 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         if not sep:
             raise click.UsageError(f"--policy-option wants KEY=VALUE, got {item!r}")
         options[key.strip()] = option_value(value)
+    try:  # built before the trace is read: an option the policy refuses is a usage error
+        chosen = policies.make(policy, **options)
+    except (TypeError, ValueError, RLPolicyError) as exc:
+        raise click.BadParameter(one_line(str(exc), 300),
+                                 param_hint="'--policy-option'" if options else "'--policy'"
+                                 ) from None
     try:
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
         engine = EngineConfig(
@@ -132,8 +140,9 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         if not jobs:
             raise click.ClickException("the trace (window) holds no jobs")
         sizing = Sizing(gpus_per_node=gpus_per_node, nodes=nodes, load=load)
-        result = run.simulate(jobs, policy, sizing, engine=engine, seed=seed,
-                                 policy_options=options)
+        result = run.simulate(jobs, chosen, sizing, engine=engine, seed=seed)
+    except TraceFormatError as exc:  # the file is fine; --format is wrong: a usage error
+        raise click.BadParameter(str(exc), param_hint="'--format'") from None
     except (TraceError, FileNotFoundError, SimulationError, ValueError) as exc:
         raise click.ClickException(str(exc)) from None
     if jobs_out:

@@ -17,9 +17,9 @@ from slurm_rl.policies.gittins_table import (
     GittinsTable,
     build,
     dumps,
-    shipped_path,
 )
 from slurm_rl.sim.run import load_jobs, resolve_trace_path
+from slurm_rl.sim.trace import TraceError, TraceFormatError
 from slurm_rl.splits import HELD_OUT, TRAINING, TRAINING_TRACES
 
 
@@ -58,17 +58,24 @@ def gittins_table() -> None:
               type=click.Choice(["itp", "itp-deadline", "philly", "swf"]))
 @click.option("--points", type=click.IntRange(min=3), default=POINTS, show_default=True,
               help="Grid points per bucket.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Output CSV. Default: the shipped table in the package.")
-def build_command(traces: tuple[str, ...], fmt: str, points: int, out: Path | None) -> None:
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              default=Path("gittins-table.csv"), show_default=True,
+              help="Output CSV (in the current folder by default; a maintainer rebuilding the "
+                   "shipped table names it: --out slurm_rl/data/gittins/itp-training.csv).")
+def build_command(traces: tuple[str, ...], fmt: str, points: int, out: Path) -> None:
     """Rebuild the table from traces (deterministic: same traces, same bytes)."""
     chosen = traces or TRAINING_TRACES
     held = [t for t in chosen if any(f"cluster{c}" in t for c in HELD_OUT)]
     if held:
         click.echo(f"warning: held-out trace(s) {', '.join(held)} used to build the table",
                    err=True)
-    table = from_traces(chosen, fmt, points)
-    path = out or shipped_path()
+    try:
+        table = from_traces(chosen, fmt, points)
+    except TraceFormatError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--format'") from None
+    except (TraceError, FileNotFoundError) as exc:
+        raise click.ClickException(str(exc)) from None
+    path = out
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(dumps(table))
     for c in table.curves:

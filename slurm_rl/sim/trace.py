@@ -88,6 +88,14 @@ def _bool(text: str) -> bool:
     raise ValueError(f"not a boolean: {text!r}")
 
 
+def _is_number(text: str) -> bool:
+    try:
+        _float(text)
+    except ValueError:
+        return False
+    return True
+
+
 def _datetime(text: str) -> float:
     """Epoch seconds from a date-time (naive times are UTC) or from a plain number."""
     text = text.strip()
@@ -107,6 +115,28 @@ def _datetime(text: str) -> float:
     if stamp.tzinfo is None:
         stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
+
+
+class TraceFormatError(TraceError):
+    """A trace that does not read as the format asked for, whose contents look like another
+    known format (`guessed`): the one-line error names it."""
+
+    def __init__(self, path: str, line: int, column: str | None, asked: TraceFormat,
+                 guessed: TraceFormat) -> None:
+        # Between two CSV formats the column that is missing says what differs.
+        why = f" (no {column} column)" if column and TraceFormat.SWF not in (asked, guessed) else ""
+        ValueError.__init__(self, f"{path} looks like {_DESCRIBED[guessed]}, not "
+                                  f"{asked.value}{why}: use --format {guessed.value}")
+        self.path, self.line, self.column = path, line, column
+        self.asked, self.guessed = asked, guessed
+
+
+_DESCRIBED = {
+    TraceFormat.ITP: "an ITP trace",
+    TraceFormat.ITP_DEADLINE: "an ITP trace with deadlines",
+    TraceFormat.PHILLY: "a Philly-style trace",
+    TraceFormat.SWF: "an SWF trace (Standard Workload Format)",
+}
 
 
 # --- CSV formats -----------------------------------------------------------------------------
@@ -272,19 +302,50 @@ def _load_swf(path: Path) -> tuple[list[TraceJob], int]:
     return jobs, skipped
 
 
+# --- telling formats apart ------------------------------------------------------------------
+
+def sniff(path: Path) -> TraceFormat | None:
+    """The format the start of `path` looks like, or None: SWF when it opens with a `;`
+    comment or its first row is 18 or more whitespace-separated numbers; a CSV format when the
+    header has all that format's required columns (the one with the most, as ITP with deadlines
+    is ITP with more columns)."""
+    try:
+        with path.open(newline="", errors="replace") as fh:
+            first = next((line for line in fh if line.strip()), "")
+    except OSError:
+        return None
+    text = first.strip()
+    if text.startswith(";"):
+        return TraceFormat.SWF
+    fields = text.split()
+    if len(fields) >= _SWF_FIELDS and all(_is_number(f) for f in fields):
+        return TraceFormat.SWF
+    header = {h.strip().lower() for h in next(csv.reader([text]), [])}
+    fits = [(sum(c.required for c in layout.values()), fmt) for fmt, layout in _LAYOUTS.items()
+            if all(any(n in header for n in c.names) for c in layout.values() if c.required)]
+    return max(fits, key=lambda f: f[0])[1] if fits else None
+
+
 # --- entry points ----------------------------------------------------------------------------
 
 def load(path: str | Path, fmt: TraceFormat | str) -> Trace:
-    """Load a trace file; raises TraceError (file, line, column) on a malformed row."""
+    """Load a trace file; raises TraceError (file, line, column) on a malformed row, or
+    TraceFormatError when the file does not read as `fmt` and looks like another format."""
     fmt = TraceFormat(fmt) if isinstance(fmt, str) else fmt
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"trace file not found: {path}")
     skipped = 0
-    if fmt is TraceFormat.SWF:
-        jobs, skipped = _load_swf(path)
-    else:
-        jobs = _load_csv(path, fmt)
+    try:
+        if fmt is TraceFormat.SWF:
+            jobs, skipped = _load_swf(path)
+        else:
+            jobs = _load_csv(path, fmt)
+    except TraceError as exc:
+        guessed = sniff(path)
+        if guessed is None or guessed is fmt:
+            raise
+        raise TraceFormatError(str(path), exc.line, exc.column, fmt, guessed) from None
     jobs.sort(key=lambda j: j.submit)
     return Trace(source=str(path), format=fmt, jobs=tuple(jobs), skipped=skipped)
 

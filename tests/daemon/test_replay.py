@@ -116,3 +116,54 @@ def test_an_empty_window_is_one_line(tmp_path: Path) -> None:
                           "sjf"], capture_output=True, text=True)
     assert out.returncode == 1
     assert out.stderr.startswith("Error: no finished jobs recorded in the last 7d in "), out.stderr
+
+
+def _database(path: Path, nodes: dict[str, int],
+              jobs: list[tuple[str, float, float, float, int]]) -> None:
+    """A daemon database holding `nodes` (name: GPUs) and finished `jobs`
+    (id, submit, start, end, GPUs), as the daemon records them."""
+    from slurm_rl.core import JobState
+    from slurm_rl.db.engine import make_engine, make_session_factory
+    from slurm_rl.db.migrate import upgrade
+    from slurm_rl.db.models import Job, Node
+    from slurm_rl.states import NodeState
+
+    engine = make_engine(path)
+    upgrade(engine)
+    now = time.time()
+    with make_session_factory(engine)() as session:
+        session.add_all(Node(name=name, state=NodeState.IDLE, gpus_total=g, gpus_alloc=0,
+                             first_seen_at=now, last_seen_at=now) for name, g in nodes.items())
+        session.add_all(Job(job_id=job_id, user="u", name=f"r-{job_id}", partition="gpu",
+                            state=JobState.COMPLETED, state_changed_at=now + end,
+                            submit_time=now + submit, first_seen_at=now + submit,
+                            start_time=now + start, end_time=now + end, gpus=gpus,
+                            nodes=1, time_limit_s=600.0, managed=True)
+                        for job_id, submit, start, end, gpus in jobs)
+        session.commit()
+    engine.dispose()
+
+
+def test_a_job_wider_than_the_replayed_cluster_is_left_out_of_every_column(
+        tmp_path: Path) -> None:
+    # Nodes of 4, 4 and 8 GPUs replay as 3 x 4 = 12 GPUs: the 16-GPU job that ran across all
+    # three can not be simulated, so no column counts it and "left out" says why.
+    db = tmp_path / "r.db"
+    _database(db, {"n0": 4, "n1": 4, "n2": 8},
+              [("1", -600, -590, -500, 2), ("2", -580, -500, -400, 16),
+               ("3", -560, -400, -300, 2), ("4", -540, -400, -350, 4)])
+    out = subprocess.run([SLURM_RL, "replay", "--db", str(db), "--since", "1h", "--policy",
+                          "fifo", "--json"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert (data["nodes"], data["gpus_per_node"]) == (3, 4)
+    assert [o["jobs"] for o in data["outcomes"]] == [3, 3]
+    assert data["skipped"] == {"wider than the replayed 3 x 4 GPUs": 1}
+    happened = data["outcomes"][0]
+    assert happened["avg_jct_s"] == pytest.approx((100 + 260 + 190) / 3)  # end - submit
+
+    table = subprocess.run([SLURM_RL, "replay", "--db", str(db), "--since", "1h", "--policy",
+                            "fifo"], capture_output=True, text=True, timeout=120)
+    assert table.returncode == 0, table.stderr
+    assert "replay of 3 jobs" in table.stdout
+    assert "left out: 1 wider than the replayed 3 x 4 GPUs" in table.stdout

@@ -4,6 +4,7 @@ database a daemon recorded on the test cluster."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -116,3 +117,45 @@ def test_no_database_is_one_line(tmp_path: Path) -> None:
     assert out.returncode == 1
     assert out.stderr.strip() == (f"Error: {tmp_path / 'none.db'}: no slurm-rl database there "
                                   "(has the daemon run?)")
+
+
+def test_the_finish_comes_from_the_profile_not_only_the_limit() -> None:
+    from slurm_rl.daemon.status import _expected_end, _run_s
+    from slurm_rl.db.models import Job
+
+    job = Job(job_id="1", time_limit_s=365 * 86400.0, total_steps=20000, model="resnet50",
+              batch_size=None, start_time=1000.0, gpus=1)
+    run_s = _run_s(job, 1)
+    assert run_s is not None and 2000 < run_s < 4000  # resnet50 at ~6.8 it/s on one GPU
+    assert _run_s(job, 4) is not None and _run_s(job, 4) < run_s  # type: ignore[operator]
+    assert _expected_end(job, None) == pytest.approx(1000.0 + run_s)
+    job.time_limit_s = 600.0  # slurmctld ends it at its limit
+    assert _run_s(job, 1) == 600.0 and _expected_end(job, None) == 1600.0
+    plain = Job(job_id="2", time_limit_s=3600.0, total_steps=None, model=None, gpus=1,
+                start_time=None)
+    assert _run_s(plain, 1) == 3600.0
+    unknown = Job(job_id="3", time_limit_s=None, total_steps=500, model="no-such-model", gpus=1)
+    assert _run_s(unknown, 1) is None
+
+
+def test_far_dates_show_their_year() -> None:
+    from slurm_rl.daemon.status import _clock
+
+    now = time.mktime((2026, 12, 3, 12, 0, 0, 0, 0, -1))
+    assert _clock(now + 3600, now) == "12-03 13:00"
+    assert _clock(now + 365 * 86400, now) == "2027-12-03 12:00"
+    assert _clock(None, now) == "-"
+
+
+def test_an_empty_queue_says_so(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    subprocess.run([SLURM_RL, "db", "upgrade", "--db", str(db)], check=True,
+                   capture_output=True, timeout=60)
+    proc = subprocess.run([SLURM_RL, "status", "--db", str(db)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == ["slurm-rl: no decision recorded",
+                                        "no pending or running jobs"]
+    proc = subprocess.run([SLURM_RL, "status", "--user", "alice"], capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "SLURM_RL_DB": str(db)})
+    assert proc.stdout.splitlines()[-1] == "no pending or running jobs of user alice"

@@ -53,12 +53,13 @@ def test_bad_inputs_exit_2_with_one_line(tmp_path: Path) -> None:
 
 
 def test_profile_command_regenerates_the_shipped_profiles(tmp_path: Path) -> None:
-    out = tmp_path / "profiles"
+    # --out-dir is laid out as the shipped slurm_rl/data/inference: profiles/ inside it.
+    out = tmp_path / "data"
     res = CliRunner().invoke(main, ["inference", "profile", "--no-time", "--out-dir", str(out)])
     assert res.exit_code == 0, res.output
     shipped = Path(__file__).resolve().parents[2] / "slurm_rl/data/inference/profiles"
     for name in ("vgg", "resnet", "mobilenet", "bert", "gpt"):
-        assert load(out / f"{name}.json") == load(shipped / f"{name}.json")
+        assert load(out / "profiles" / f"{name}.json") == load(shipped / f"{name}.json")
         assert f"{name}: " in res.output
 
 
