@@ -28,6 +28,7 @@ import functools
 import math
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
@@ -37,6 +38,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from slurm_rl.checkpoint_errors import CheckpointError, load_error, one_line
 from slurm_rl.inference.env import InferenceEnv, Obs, Scenario, training_scenarios
 from slurm_rl.inference.features import (
     BASE_FEATURES,
@@ -94,10 +96,23 @@ def save(net: QNet, path: str | Path, meta: dict[str, Any]) -> None:
 
 
 def load(path: str | Path) -> tuple[QNet, dict[str, Any]]:
-    ck = torch.load(str(path), map_location="cpu", weights_only=True)
-    net = QNet(QConfig(**ck["config"]))
-    net.load_state_dict(ck["state_dict"])
-    return net.eval(), dict(ck.get("meta", {}))
+    """(the network in eval mode, meta); CheckpointError (one line: the path and why) for any
+    file that is not a DRM-DQL checkpoint."""
+    try:
+        with warnings.catch_warnings():  # (torch warns about some pickle protocols)
+            warnings.simplefilter("ignore")
+            ck = torch.load(str(path), map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (torch raises many kinds; all mean the same)
+        raise load_error(path, exc, kind="DRM-DQL") from None
+    if not isinstance(ck, dict) or "config" not in ck or "state_dict" not in ck:
+        raise CheckpointError(path, "not a DRM-DQL checkpoint (no 'config' and 'state_dict')")
+    try:
+        net = QNet(QConfig(**ck["config"]))
+        net.load_state_dict(ck["state_dict"])
+    except (TypeError, ValueError, RuntimeError) as exc:  # (a config or weights of another net)
+        raise CheckpointError(path, f"not a DRM-DQL checkpoint ({one_line(str(exc))})") from None
+    meta = ck.get("meta", {})
+    return net.eval(), dict(meta) if isinstance(meta, dict) else {}
 
 
 class QScheduler:

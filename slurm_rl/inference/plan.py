@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from slurm_rl import checkpoint_errors
 from slurm_rl.inference.cluster import Cluster
 from slurm_rl.inference.profile import Profile
 from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, WholeModel
@@ -51,9 +52,8 @@ def scheduler_for(name: str, checkpoint: Path | None) -> Scheduler:
     path = checkpoint or DEFAULT_CHECKPOINT
     try:
         net = dqn.load(path)[0]
-    except Exception as exc:  # torch raises many kinds for a file that is not ours
-        msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-        raise CheckpointError(f"{path}: not a DRM-DQL checkpoint ({msg[:200]})") from None
+    except checkpoint_errors.CheckpointError as exc:  # (one line: the path and why)
+        raise CheckpointError(str(exc)) from None
     return dqn.QScheduler(net)
 
 

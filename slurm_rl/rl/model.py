@@ -13,6 +13,7 @@ this module.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from slurm_rl.checkpoint_errors import CheckpointError, load_error, one_line
 from slurm_rl.policies.rl.features import N_CLUSTER_FEATURES, N_JOB_FEATURES
 
 
@@ -83,11 +85,21 @@ def save(model: JobScorer, path: str | Path, meta: dict[str, Any] | None = None)
 
 def load(path: str | Path) -> tuple[JobScorer, dict[str, Any]]:
     """Read a checkpoint with weights_only=True; returns (model in eval mode, meta). Raises
-    whatever torch or the constructor raise (the `rl` policy turns it into RLPolicyError)."""
-    blob = torch.load(Path(path), map_location="cpu", weights_only=True)
+    CheckpointError (one line: the path and why) for any file that is not one."""
+    p = Path(path)
+    try:
+        with warnings.catch_warnings():  # (torch warns about some pickle protocols)
+            warnings.simplefilter("ignore")
+            blob = torch.load(p, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 (torch raises many kinds; all mean the same)
+        raise load_error(p, exc) from None
     if not isinstance(blob, dict) or "config" not in blob or "state_dict" not in blob:
-        raise ValueError("not a slurm-rl checkpoint (no 'config' and 'state_dict')")
-    model = JobScorer(ModelConfig(**blob["config"]))
-    model.load_state_dict(blob["state_dict"])
+        raise CheckpointError(p, "not a slurm-rl checkpoint (no 'config' and 'state_dict')")
+    try:
+        model = JobScorer(ModelConfig(**blob["config"]))
+        model.load_state_dict(blob["state_dict"])
+    except (TypeError, ValueError, RuntimeError) as exc:  # (a config or weights of another net)
+        raise CheckpointError(p, f"not a slurm-rl checkpoint ({one_line(str(exc))})") from None
     model.eval()
-    return model, dict(blob.get("meta", {}))
+    meta = blob.get("meta", {})
+    return model, dict(meta) if isinstance(meta, dict) else {}

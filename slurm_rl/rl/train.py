@@ -5,27 +5,23 @@ clipped PPO epochs, periodic validation, best checkpoint kept) -> learning curve
 `--from-db DB --init CKPT` fine-tunes a checkpoint on the jobs the daemon recorded
 (rl/fromdb.py; docs/rl.md, "Update scheme on a live cluster").
 
-The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's):
-
-    [train]                 # any TrainConfig field (slurm-rl train --list-params)
-    iterations = 40
-    [[scenario]]            # training episodes: every trace x window x load x seed
-    trace = "data:itp-deadline-cluster01.csv"
-    windows = ["0:400", "1000:400"]
-    loads = [0.8, 1.0]
-    seeds = [0]
-    [[validation]]          # same keys; windows or clusters training does not see
-
-HELD_OUT clusters (`splits.HELD_OUT`) are refused in both: they are for evaluation only.
+The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's): `[train]` (any
+TrainConfig field), `[[scenario]]` and `[[validation]]` tables, read and checked whole before
+any work starts (rl/scenarios.py). Nothing is written until training has ended: the best
+validated checkpoint and the curve are renamed into place together (`_write_outputs`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import dataclasses
+import math
+import os
 import random
+import shutil
+import tempfile
 import time
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,6 +30,7 @@ import click
 import numpy as np
 import torch
 
+from slurm_rl.checkpoint_errors import CheckpointError, one_line
 from slurm_rl.executor import (
     ExecutorError,
     LocalRunner,
@@ -47,8 +44,8 @@ from slurm_rl.rl import fromdb, rollout
 from slurm_rl.rl import model as rl_model
 from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
+from slurm_rl.rl.scenarios import read_scenarios
 from slurm_rl.sim.config import from_table
-from slurm_rl.splits import HELD_OUT
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,53 +79,38 @@ class TrainConfig:
         if self.imitation_teacher not in TEACHERS:
             raise ValueError(f"[train] imitation_teacher: unknown teacher "
                              f"{self.imitation_teacher!r} (valid: {', '.join(TEACHERS)})")
+        # Refused here, before any work: each would otherwise fail (or divide by zero) in the
+        # middle of a run.
+        for name, low in (("iterations", 0), ("imitation_epochs", 0), ("steps_per_worker", 1),
+                          ("workers", 1), ("update_epochs", 1), ("minibatch_size", 1),
+                          ("hidden", 1), ("max_jobs", 1), ("imitation_steps", 1),
+                          ("validate_every", 1)):
+            if getattr(self, name) < low:
+                raise ValueError(f"[train] {name}: must be at least {low}, got "
+                                 f"{getattr(self, name)!r}")
+        for name, ok, want in (("learning_rate", self.learning_rate > 0, "more than 0"),
+                               ("clip_coef", self.clip_coef > 0, "more than 0"),
+                               ("max_grad_norm", self.max_grad_norm > 0, "more than 0"),
+                               ("ent_coef", self.ent_coef >= 0, "at least 0"),
+                               ("vf_coef", self.vf_coef >= 0, "at least 0"),
+                               ("gamma", 0 < self.gamma <= 1, "in (0, 1]"),
+                               ("gae_lambda", 0 <= self.gae_lambda <= 1, "in [0, 1]")):
+            value = getattr(self, name)
+            if not (ok and math.isfinite(value)):
+                raise ValueError(f"[train] {name}: must be a finite number {want}, got "
+                                 f"{value!r}")
 
 
 def list_params() -> str:
     return describe(TrainConfig)
 
 
-def _scenarios(entries: list[dict[str, Any]], where: str) -> tuple[Scenario, ...]:
-    out = []
-    valid = {"trace", "windows", "loads", "seeds", "format", "gpus_per_node"}
-    for e in entries:
-        unknown = sorted(set(e) - valid)
-        if unknown:
-            raise ValueError(f"[[{where}]]: unknown key(s) {', '.join(unknown)} "
-                             f"(valid: {', '.join(sorted(valid))})")
-        trace = str(e["trace"])
-        if any(f"cluster{c}" in trace for c in HELD_OUT):
-            raise ValueError(f"[[{where}]]: {trace} is a HELD_OUT cluster (evaluation only)")
-        for w in e.get("windows", [None]):
-            for load in e.get("loads", [1.0]):
-                for s in e.get("seeds", [0]):
-                    out.append(Scenario(trace=trace, window=w, load=float(load), seed=int(s),
-                                        fmt=e.get("format", "itp-deadline"),
-                                        gpus_per_node=int(e.get("gpus_per_node", 4))))
-    return tuple(out)
-
-
-def read_scenarios(path: Path, need_training: bool = True
-                   ) -> tuple[dict[str, Any], tuple[Scenario, ...], tuple[Scenario, ...]]:
-    """([train] overrides, training scenarios, validation scenarios). `need_training` False
-    (fine-tuning --from-db): [[scenario]] and [[validation]] may be missing."""
-    doc = tomllib.loads(path.read_text())
-    unknown = sorted(set(doc) - {"train", "scenario", "validation"})
-    if unknown:
-        raise ValueError(f"unknown table(s) {', '.join(unknown)} (valid: scenario, train, "
-                         "validation)")
-    train = _scenarios(doc.get("scenario", []), "scenario")
-    val = _scenarios(doc.get("validation", []), "validation")
-    if need_training and (not train or not val):
-        raise ValueError("need at least one [[scenario]] and one [[validation]]")
-    return dict(doc.get("train", {})), train, val
-
-
 def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[Scenario, ...],
           out: Path, echo: Any = print, *, runner: TaskRunner | None = None,
           init: Path | None = None, meta: dict[str, Any] | None = None) -> dict[str, Any]:
-    """Train; keep the best validated checkpoint at `out`, the curve at out.with_suffix
-    ('.csv'/'.png'). Returns a summary (best validation return, seconds, ...).
+    """Train; write the best validated checkpoint to `out`, the curve to out.with_suffix
+    ('.csv'/'.png'), all three once training has ended (nothing if it fails). Returns a
+    summary (best validation return, seconds, ...).
 
     `runner` runs the rollouts and validation episodes (slurm_rl/executor.py; default:
     `cfg.workers` local processes, closed at the end; a given one is the caller's to close).
@@ -159,7 +141,7 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
                                     imitation)
             echo(f"imitation: {imitation} epochs on {states} states, loss {loss:.4f}")
             best = work.validate()
-        save(net, out, {"iteration": 0, "val_return": best, **extra})
+        kept = (_copy(net), {"iteration": 0, "val_return": best, **extra})
         rows.append({"iteration": 0, "steps": 0, "wall_s": round(time.time() - t0, 1),
                      "train_return": "", "val_return": best,
                      **{f"ref_{k}": v for k, v in refs.items()}})
@@ -182,16 +164,45 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
                 line += f", val {val:.5g}"
                 if val > best:
                     best = val
-                    save(net, out, {"iteration": it, "val_return": val, **extra})
-                    line += " (best, saved)"
+                    kept = (_copy(net), {"iteration": it, "val_return": val, **extra})
+                    line += " (best)"
             rows.append(row)
             echo(f"{line}  [{row['wall_s']:.0f} s]")
     finally:
         if runner is None:
             pool.close()
-    _write_curve(rows, out)
+    _write_outputs(net.cfg, *kept, rows, out)
     return {"best_val_return": best, "wall_s": time.time() - t0, "steps": steps, "refs": refs,
             "untrained_val_return": untrained, "initial_val_return": rows[0]["val_return"]}
+
+
+def _copy(net: JobScorer) -> dict[str, torch.Tensor]:
+    """The network's weights as they are now (kept while training goes on)."""
+    return {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+
+def _write_outputs(cfg: ModelConfig, state: dict[str, torch.Tensor], meta: dict[str, Any],
+                   rows: list[dict[str, Any]], out: Path) -> None:
+    """The checkpoint (`state` with its `cfg` and `meta`) and its curve (.csv, .png), written
+    into a temporary folder next to `out` and renamed into place once all three are whole: a
+    run that fails, here or before, leaves none of them and no folder it made."""
+    made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        net = JobScorer(cfg)
+        net.load_state_dict(state)
+        save(net, tmp / out.name, meta)
+        _write_curve(rows, tmp / out.name)
+        for suffix in (out.suffix, ".csv", ".png"):
+            os.replace(tmp / out.with_suffix(suffix).name, out.with_suffix(suffix))
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        for folder in made:  # (deepest first)
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        raise
+    tmp.rmdir()
 
 
 def _mean_or_blank(returns: np.ndarray) -> float | str:
@@ -373,36 +384,56 @@ def train_command(scenarios_path: Path | None, from_db: Path | None, init: Path 
     if init is not None:
         try:
             rl_model.load(init)
+        except CheckpointError as exc:
+            raise click.UsageError(f"--init: checkpoint {init} does not load: {exc.reason}"
+                                   ) from None
         except Exception as exc:  # noqa: BLE001 (torch raises many kinds; all mean the same)
-            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            why = one_line(str(exc)) or type(exc).__name__
             raise click.UsageError(f"--init: checkpoint {init} does not load: {why}") from None
-    try:
+    if out.is_dir():
+        raise click.BadParameter(f"{out} is a folder; give the checkpoint file to write",
+                                 param_hint="'--out'")
+    try:  # the whole scenarios file and the settings, before anything is written
         overrides: dict[str, Any] = {}
         sc: tuple[Scenario, ...] = ()
         val: tuple[Scenario, ...] = ()
         if scenarios_path is not None:
             overrides, sc, val = read_scenarios(scenarios_path, need_training=from_db is None)
-        meta: dict[str, Any] = {}
         if from_db is not None:
-            sc, meta = _recorded_scenarios(from_db, out)
-            val = val or sc
             overrides = {**fromdb.FINE_TUNE, **overrides}
         over = {k: v for k, v in (("workers", workers), ("seed", seed),
                                   ("iterations", iterations)) if v is not None}
         cfg = from_table(TrainConfig, {**overrides, **over}, where="train")
-    except (ValueError, TypeError, KeyError, tomllib.TOMLDecodeError) as exc:
-        where = "" if isinstance(exc, fromdb.FromDbError) else f"{scenarios_path}: "
-        raise click.ClickException(f"{where}{exc}") from None
-    runner = runner_from_cli(executor_kw, workers=cfg.workers, parallelism=None,
-                             default_folder=out.with_name(out.name + ".slurm"),
-                             default_name="slurm-rl-train")
-    click.echo(f"training on {len(sc)} scenarios, validating on {len(val)}; {cfg}")
+    except (ValueError, TypeError, KeyError) as exc:
+        where = f"{scenarios_path}: " if scenarios_path is not None else ""
+        raise click.ClickException(f"{where}{one_line(str(exc), 400)}") from None
+    made: list[Path] = []  # (written before training: removed again if it fails)
     try:
-        res = train(cfg, sc, val, out, echo=click.echo, runner=runner, init=init, meta=meta)
-    except ExecutorError as exc:
-        raise click.ClickException(str(exc)) from None
-    finally:
-        runner.close()
+        meta: dict[str, Any] = {}
+        if from_db is not None:
+            made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
+            recorded, meta = _recorded_scenarios(from_db, out)
+            made.insert(0, Path(meta["trace"]))
+            sc, val = recorded, val or recorded
+        runner = runner_from_cli(executor_kw, workers=cfg.workers, parallelism=None,
+                                 default_folder=out.with_name(out.name + ".slurm"),
+                                 default_name="slurm-rl-train")
+        click.echo(f"training on {len(sc)} scenarios, validating on {len(val)}; {cfg}")
+        try:
+            res = train(cfg, sc, val, out, echo=click.echo, runner=runner, init=init,
+                        meta=meta)
+        finally:
+            runner.close()
+    except BaseException as exc:
+        for p in made:  # (the trace first, then the folders it needed, deepest first)
+            with contextlib.suppress(OSError):
+                if p.is_file():
+                    p.unlink()
+                else:
+                    p.rmdir()
+        if isinstance(exc, fromdb.FromDbError | ExecutorError):
+            raise click.ClickException(str(exc)) from None
+        raise
     start = (f"initial weights {res['untrained_val_return']:.5g}" if init else
              f"initial weights {res['untrained_val_return']:.5g}, after imitation "
              f"{res['initial_val_return']:.5g}")

@@ -1,10 +1,12 @@
 """Simulator settings: one frozen dataclass per component, built from TOML tables that reject
-unknown keys by name."""
+unknown keys by name and values of the wrong type."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -186,17 +188,58 @@ T = TypeVar("T")
 
 
 def from_table(cls: type[T], table: dict[str, Any], *, where: str = "") -> T:
-    """Build a config dataclass from a TOML table; unknown keys raise with the valid ones.
-    Nested dataclass fields take nested tables."""
+    """Build a config dataclass from a TOML table; unknown keys raise with the valid ones, a
+    value of the wrong type for a bool, int, float or str field (or an optional one) raises
+    naming the key and the value. Nested dataclass fields take nested tables."""
+    label = f"[{where}] " if where else ""
+    if not isinstance(table, dict):
+        raise ValueError(f"{label}must be a table, got {describe_value(table)}")
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}  # type: ignore[arg-type]
     unknown = sorted(set(table) - set(fields))
     if unknown:
-        label = f"[{where}] " if where else ""
         raise ValueError(f"{label}unknown key(s) {', '.join(unknown)} "
                          f"(valid: {', '.join(sorted(fields))})")
+    hints = typing.get_type_hints(cls)
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key == "time_limit" and isinstance(value, dict):
             value = from_table(TimeLimitEstimate, value, where=f"{where}.time_limit")
+        else:
+            _check_type(f"{label}{key}", hints.get(key), value)
         kwargs[key] = value
     return cls(**kwargs)
+
+
+_SCALARS: dict[Any, str] = {bool: "true or false", int: "an integer", float: "a number",
+                            str: "a string"}
+
+
+def _check_type(key: str, hint: Any, value: Any) -> None:
+    """ValueError unless `value` fits a scalar `hint` (an int is a number; a bool is neither);
+    other hints (tuples, nested tables) are the dataclass's to check."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if value is None and type(None) in args:
+            return
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) != 1:
+            return
+        hint = rest[0]
+    if hint not in _SCALARS:
+        return
+    if hint is bool:
+        ok = isinstance(value, bool)
+    elif hint is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, hint) and not isinstance(value, bool)
+    if not ok:
+        raise ValueError(f"{key}: expected {_SCALARS[hint]}, got {describe_value(value)}")
+
+
+def describe_value(value: Any) -> str:
+    """A TOML value for an error message: its kind and (a cut) repr, "a string ('ten')"."""
+    kind = {bool: "a boolean", int: "an integer", float: "a number", str: "a string",
+            list: "an array", dict: "a table"}.get(type(value), type(value).__name__)
+    text = repr(value)
+    return f"{kind} ({text if len(text) <= 40 else text[:37] + '...'})"

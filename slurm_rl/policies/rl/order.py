@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 
+from slurm_rl.checkpoint_errors import CheckpointError, one_line
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, Preempt, id_key
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.estimates import estimate_remaining
@@ -109,8 +110,10 @@ class LearnedOrder:
         path = Path(self.checkpoint) if self.checkpoint else default_checkpoint()
         try:
             loaded = load_checkpoint(path)
+        except CheckpointError as exc:  # (its message names the path: keep the reason only)
+            raise RLPolicyError(f"rl: checkpoint {path} does not load: {exc.reason}") from exc
         except Exception as exc:  # noqa: BLE001 (any load failure is the same to the daemon)
-            why = " ".join(str(exc).split())[:200] or type(exc).__name__
+            why = one_line(str(exc)) or type(exc).__name__
             raise RLPolicyError(f"rl: checkpoint {path} does not load: {why}") from exc
         object.__setattr__(self, "_net", loaded.scorer)
         object.__setattr__(self, "_fcfg", FeatureConfig(max_jobs=loaded.max_jobs))
