@@ -225,3 +225,21 @@ def test_every_checkpoint_reader_says_one_short_line(tmp_path: Path) -> None:
     for read, _ in readers:
         with pytest.raises(CheckpointError, match="(?i)no such file"):
             read(tmp_path / "nothere.pt")
+
+
+def test_inference_evaluate_with_a_checkpoint_that_does_not_load(tmp_path: Path) -> None:
+    """A folder of DRM-DQL checkpoints where one is not a checkpoint: one line naming the
+    option and the file, exit 2, no output folder."""
+    from slurm_rl.inference import experiments
+
+    ck = tmp_path / "cks"
+    ck.mkdir()
+    garbage(experiments.checkpoint_path(ck, "drm", 0))
+    proc = run("inference", "evaluate", "--checkpoint-dir", "cks", "--seeds", "0",
+               cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    line = error_line(proc)
+    name = experiments.checkpoint_path(ck, "drm", 0).name
+    assert "--checkpoint-dir" in line and name in line
+    assert "not a DRM-DQL checkpoint" in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["cks"]

@@ -191,7 +191,10 @@ def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: 
             if not p.is_file():
                 raise click.BadParameter(f"{p} is missing (slurm-rl inference train)",
                                          param_hint="--checkpoint-dir")
-            nets[(agent, s)] = dqn.load(p)[0]
+            try:
+                nets[(agent, s)] = dqn.load(p)[0]
+            except dqn.CheckpointError as exc:
+                raise click.BadParameter(str(exc), param_hint="--checkpoint-dir") from None
 
     def scheds(seed: int) -> dict[str, Scheduler]:
         return {"drm-dql": dqn.QScheduler(nets[("drm", seed)], "drm-dql"),
