@@ -8,7 +8,7 @@ pip install does) and prints median and p90 seconds, and the median as a ratio t
 start-up of the same interpreter (`python -c pass`), which no command can beat. The target for
 `slurm-rl --help` is a median <= 0.3 s on an idle host: the top-level help imports no command
 (no numpy, torch, SQLAlchemy or policy). With --commands, every command's own `--help` too
-(`train --help` imports torch, which alone takes seconds).
+(no command's help imports torch: `train` loads its trainer only to run).
 """
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ from slurm_rl.policies.preemption import may_preempt
 from slurm_rl.policies.rl import preempt_by_work, remaining_work
 from slurm_rl.policies.rl.features import TEACHERS, FeatureConfig, teacher_column
 from slurm_rl.rl.env import Scenario, SchedulingEnv
-from slurm_rl.rl.train import read_scenarios
+from slurm_rl.rl.scenarios import read_scenarios
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.metrics import summary
 from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path, simulate

@@ -36,7 +36,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
            "List the registered scheduling policies."),
     "gittins-table": ("slurm_rl.sim.gittins_build:gittins_table",
            "The Gittins-index table of the `gittins` policy."),
-    "train": ("slurm_rl.rl.train:train_command",
+    "train": ("slurm_rl.rl.cli:train_command",
            "Train the `rl` policy with PPO on the scenarios' TRAINING traces, or fine-tune "
            'it on what the daemon recorded (--from-db; docs/rl.md, "Update scheme on a live '
            'cluster").'),

@@ -36,6 +36,17 @@ def test_top_level_help_imports_no_command() -> None:
         assert f"  {name} " in proc.stdout
 
 
+
+@pytest.mark.parametrize("name", sorted(cli._COMMANDS))
+def test_no_commands_help_loads_torch(name: str) -> None:
+    """Each command's own --help (train's included: its trainer is imported only to run)."""
+    code = ("import sys\nfrom slurm_rl.cli import main\n"
+            f"try:\n    main([{name!r}, '--help'])\nexcept SystemExit:\n    pass\n"
+            "print('TORCH', 'torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert "TORCH False" in proc.stdout, proc.stdout + proc.stderr
+
 def test_torch_hint_installs_what_the_makefile_installs() -> None:
     makefile = (cli.__file__.rsplit("/", 2)[0] + "/Makefile")
     text = open(makefile).read()

@@ -117,7 +117,8 @@ def test_a_bad_scenarios_file_is_one_line_before_any_work(tmp_path: Path,
 ])
 def test_every_field_of_the_scenarios_file_is_checked(tmp_path: Path, change: tuple[str, str],
                                                       words: list[str]) -> None:
-    from slurm_rl.rl.train import TrainConfig, read_scenarios
+    from slurm_rl.rl.config import TrainConfig
+    from slurm_rl.rl.scenarios import read_scenarios
     from slurm_rl.sim.config import from_table
 
     text = TINY.replace(*change)
@@ -144,8 +145,9 @@ def test_a_run_that_fails_after_training_started_writes_nothing(tmp_path: Path) 
     """The checkpoint is written once, at the end (before: the first one at iteration 0, so a
     run that failed later left a checkpoint that looked finished)."""
     from slurm_rl.executor import LocalRunner
+    from slurm_rl.rl.config import TrainConfig
     from slurm_rl.rl.env import Scenario
-    from slurm_rl.rl.train import TrainConfig, train
+    from slurm_rl.rl.train import train
 
     class FailsLater(LocalRunner):
         calls = 0

@@ -1,9 +1,10 @@
-"""`slurm-rl train`: PPO over `SchedulingEnv`, CleanRL's ppo_continuous_action read top to
-bottom (docs/rl.md, "Agent"): config -> seeding -> scenarios -> network -> imitation warm start
--> loop (rollouts through an executor: local processes or Slurm jobs, slurm_rl/executor.py; GAE,
-clipped PPO epochs, periodic validation, best checkpoint kept) -> learning curve (CSV + PNG).
-`--from-db DB --init CKPT` fine-tunes a checkpoint on the jobs the daemon recorded
-(rl/fromdb.py; docs/rl.md, "Update scheme on a live cluster").
+"""The trainer behind `slurm-rl train` (its command line is rl/cli.py): PPO over
+`SchedulingEnv`, CleanRL's ppo_continuous_action read top to bottom (docs/rl.md, "Agent"):
+config -> seeding -> scenarios -> network -> imitation warm start -> loop (rollouts through an
+executor: local processes or Slurm jobs, slurm_rl/executor.py; GAE, clipped PPO epochs,
+periodic validation, best checkpoint kept) -> learning curve (CSV + PNG). `--from-db DB --init
+CKPT` fine-tunes a checkpoint on the jobs the daemon recorded (rl/fromdb.py; docs/rl.md,
+"Update scheme on a live cluster").
 
 The scenarios file (TOML; docs/rl/train.toml is the shipped checkpoint's): `[train]` (any
 TrainConfig field), `[[scenario]]` and `[[validation]]` tables, read and checked whole before
@@ -16,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import csv
 import dataclasses
-import math
 import os
 import random
 import shutil
@@ -26,83 +26,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import click
 import numpy as np
 import torch
 
-from slurm_rl.checkpoint_errors import CheckpointError, one_line
-from slurm_rl.executor import (
-    ExecutorError,
-    LocalRunner,
-    TaskRunner,
-    executor_options,
-    runner_from_cli,
-)
-from slurm_rl.params import describe, helped
-from slurm_rl.policies.rl.features import TEACHERS
-from slurm_rl.rl import fromdb, rollout
+from slurm_rl.executor import LocalRunner, TaskRunner
 from slurm_rl.rl import model as rl_model
-from slurm_rl.rl.env import Scenario, SchedulingEnv
+from slurm_rl.rl import rollout
+from slurm_rl.rl.config import TrainConfig
+from slurm_rl.rl.env import Scenario
 from slurm_rl.rl.model import JobScorer, ModelConfig, save
-from slurm_rl.rl.scenarios import read_scenarios
-from slurm_rl.sim.config import from_table
-
-
-@dataclass(frozen=True, kw_only=True)
-class TrainConfig:
-    seed: int = helped("Seeds python, numpy, torch and every rollout.", 1)
-    iterations: int = helped("PPO iterations (rollout + update).", 40)
-    steps_per_worker: int = helped("Decision points each worker collects per iteration.", 512)
-    workers: int = helped("Rollout processes (the batch is workers x steps_per_worker).", 2)
-    learning_rate: float = helped("Adam step size (annealed linearly to 0).", 3e-4)
-    gamma: float = helped("Discount per decision point.", 0.995)
-    gae_lambda: float = helped("GAE lambda.", 0.95)
-    update_epochs: int = helped("PPO epochs over each batch.", 4)
-    minibatch_size: int = helped("Decision points per minibatch.", 256)
-    clip_coef: float = helped("PPO ratio clip.", 0.2)
-    ent_coef: float = helped("Entropy bonus (the Gaussian's log-std).", 0.0)
-    vf_coef: float = helped("Value loss weight.", 0.5)
-    max_grad_norm: float = helped("Gradient norm clip.", 0.5)
-    hidden: int = helped("Hidden width of the per-job MLP and the value head.", 64)
-    max_jobs: int = helped("Job slots the network sees (the oldest pending jobs).", 64)
-    init_log_std: float = helped("Initial log-std of the score Gaussian.", -1.0)
-    imitation_epochs: int = helped("Warm start: epochs regressing scores onto the teacher "
-                               "column's ranking before PPO (0: none).", 30)
-    imitation_teacher: str = helped("Warm start: the job feature whose ranking (lowest first) "
-                                "the scores imitate: est_work (stated remaining run time x "
-                                "GPUs), est_remaining, limit_work, time_limit or gittins.",
-                                "est_work")
-    imitation_steps: int = helped("Warm start: decision points collected per worker.", 512)
-    validate_every: int = helped("Validate (deterministic, whole episodes) every N iterations.", 5)
-
-    def __post_init__(self) -> None:
-        if self.imitation_teacher not in TEACHERS:
-            raise ValueError(f"[train] imitation_teacher: unknown teacher "
-                             f"{self.imitation_teacher!r} (valid: {', '.join(TEACHERS)})")
-        # Refused here, before any work: each would otherwise fail (or divide by zero) in the
-        # middle of a run.
-        for name, low in (("iterations", 0), ("imitation_epochs", 0), ("steps_per_worker", 1),
-                          ("workers", 1), ("update_epochs", 1), ("minibatch_size", 1),
-                          ("hidden", 1), ("max_jobs", 1), ("imitation_steps", 1),
-                          ("validate_every", 1)):
-            if getattr(self, name) < low:
-                raise ValueError(f"[train] {name}: must be at least {low}, got "
-                                 f"{getattr(self, name)!r}")
-        for name, ok, want in (("learning_rate", self.learning_rate > 0, "more than 0"),
-                               ("clip_coef", self.clip_coef > 0, "more than 0"),
-                               ("max_grad_norm", self.max_grad_norm > 0, "more than 0"),
-                               ("ent_coef", self.ent_coef >= 0, "at least 0"),
-                               ("vf_coef", self.vf_coef >= 0, "at least 0"),
-                               ("gamma", 0 < self.gamma <= 1, "in (0, 1]"),
-                               ("gae_lambda", 0 <= self.gae_lambda <= 1, "in [0, 1]")):
-            value = getattr(self, name)
-            if not (ok and math.isfinite(value)):
-                raise ValueError(f"[train] {name}: must be a finite number {want}, got "
-                                 f"{value!r}")
-
-
-def list_params() -> str:
-    return describe(TrainConfig)
 
 
 def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[Scenario, ...],
@@ -347,117 +279,3 @@ def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=100)
     plt.close(fig)
-
-
-@click.command("train")
-@click.option("--scenarios", "scenarios_path", type=click.Path(exists=True, dir_okay=False,
-                                                                path_type=Path),
-              help="Scenarios TOML ([train], [[scenario]], [[validation]]). With --from-db: "
-                   "its [train] and [[validation]] only.")
-@click.option("--from-db", "from_db", type=click.Path(dir_okay=False, path_type=Path),
-              help="Fine-tune on the jobs this daemon database recorded (needs --init).")
-@click.option("--init", type=click.Path(dir_okay=False, path_type=Path),
-              help="Start from this checkpoint (e.g. the one the daemon runs) instead of fresh "
-                   "weights.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
-              help="Checkpoint to write (the best validated); curve next to it (.csv, .png).")
-@click.option("--workers", type=click.IntRange(min=1),
-              help="Rollouts per iteration, each in its own process or Slurm job.")
-@executor_options
-@click.option("--seed", type=int, help="Overrides [train] seed.")
-@click.option("--iterations", type=click.IntRange(min=0), help="Overrides [train] iterations.")
-@click.option("--list-params", "list_params_", is_flag=True,
-              help="Print every hyper-parameter and exit.")
-def train_command(scenarios_path: Path | None, from_db: Path | None, init: Path | None,
-                  out: Path | None, workers: int | None, seed: int | None,
-                  iterations: int | None, list_params_: bool, **executor_kw: Any) -> None:
-    """Train the `rl` policy with PPO on the scenarios' TRAINING traces, or fine-tune it on
-    what the daemon recorded (--from-db; docs/rl.md, "Update scheme on a live cluster")."""
-    if list_params_:
-        click.echo(list_params())
-        return
-    if out is None or (scenarios_path is None and from_db is None):
-        raise click.UsageError("--out and one of --scenarios or --from-db are required")
-    if from_db is not None and init is None:
-        raise click.UsageError("--from-db needs --init CKPT (the checkpoint to fine-tune: the "
-                               "one the daemon runs)")
-    if init is not None:
-        try:
-            rl_model.load(init)
-        except CheckpointError as exc:
-            raise click.UsageError(f"--init: checkpoint {init} does not load: {exc.reason}"
-                                   ) from None
-        except Exception as exc:  # noqa: BLE001 (torch raises many kinds; all mean the same)
-            why = one_line(str(exc)) or type(exc).__name__
-            raise click.UsageError(f"--init: checkpoint {init} does not load: {why}") from None
-    if out.is_dir():
-        raise click.BadParameter(f"{out} is a folder; give the checkpoint file to write",
-                                 param_hint="'--out'")
-    try:  # the whole scenarios file and the settings, before anything is written
-        overrides: dict[str, Any] = {}
-        sc: tuple[Scenario, ...] = ()
-        val: tuple[Scenario, ...] = ()
-        if scenarios_path is not None:
-            overrides, sc, val = read_scenarios(scenarios_path, need_training=from_db is None)
-        if from_db is not None:
-            overrides = {**fromdb.FINE_TUNE, **overrides}
-        over = {k: v for k, v in (("workers", workers), ("seed", seed),
-                                  ("iterations", iterations)) if v is not None}
-        cfg = from_table(TrainConfig, {**overrides, **over}, where="train")
-    except (ValueError, TypeError, KeyError) as exc:
-        where = f"{scenarios_path}: " if scenarios_path is not None else ""
-        raise click.ClickException(f"{where}{one_line(str(exc), 400)}") from None
-    made: list[Path] = []  # (written before training: removed again if it fails)
-    try:
-        meta: dict[str, Any] = {}
-        if from_db is not None:
-            made = [p for p in (out.parent, *out.parent.parents) if not p.exists()]
-            recorded, meta = _recorded_scenarios(from_db, out)
-            made.insert(0, Path(meta["trace"]))
-            sc, val = recorded, val or recorded
-        runner = runner_from_cli(executor_kw, workers=cfg.workers, parallelism=None,
-                                 default_folder=out.with_name(out.name + ".slurm"),
-                                 default_name="slurm-rl-train")
-        click.echo(f"training on {len(sc)} scenarios, validating on {len(val)}; {cfg}")
-        try:
-            res = train(cfg, sc, val, out, echo=click.echo, runner=runner, init=init,
-                        meta=meta)
-        finally:
-            runner.close()
-    except BaseException as exc:
-        for p in made:  # (the trace first, then the folders it needed, deepest first)
-            with contextlib.suppress(OSError):
-                if p.is_file():
-                    p.unlink()
-                else:
-                    p.rmdir()
-        if isinstance(exc, fromdb.FromDbError | ExecutorError):
-            raise click.ClickException(str(exc)) from None
-        raise
-    start = (f"initial weights {res['untrained_val_return']:.5g}" if init else
-             f"initial weights {res['untrained_val_return']:.5g}, after imitation "
-             f"{res['initial_val_return']:.5g}")
-    click.echo(f"done in {res['wall_s']:.0f} s: best validation return "
-               f"{res['best_val_return']:.5g} ({start}); wrote {out}, "
-               f"{out.with_suffix('.csv')}, {out.with_suffix('.png')}")
-
-
-def _recorded_scenarios(db: Path, out: Path) -> tuple[tuple[Scenario, ...], dict[str, Any]]:
-    """The daemon database's jobs as one scenario (written to OUT.trace.csv)."""
-    rec = fromdb.read_db(db)
-    path = out.with_name(out.stem + ".trace.csv")
-    fromdb.write_trace(rec.jobs, path)
-    size: dict[str, Any] = ({"nodes": rec.nodes, "gpus_per_node": rec.gpus_per_node}
-                            if rec.nodes and rec.gpus_per_node else {"load": 1.0})
-    scen = Scenario(trace=str(path.resolve()), fmt=fromdb.TRACE_FORMAT, **size)
-    try:
-        SchedulingEnv((scen,)).reset(options={"scenario": 0})
-    except ValueError:
-        path.unlink()  # nothing half-done
-        where = (f"{rec.nodes} nodes x {rec.gpus_per_node} GPUs" if "nodes" in size
-                 else "a cluster sized for load 1.0")
-        raise fromdb.FromDbError(f"{db}: on {where} no recorded job ever waits while another "
-                                 "could start: no decision to fine-tune on") from None
-    click.echo(f"{db}: {fromdb.summary(rec)}")
-    click.echo(f"wrote the recorded trace to {path}")
-    return (scen,), {"from_db": str(db), "trace": str(path), "recorded_jobs": len(rec.jobs)}

@@ -76,8 +76,9 @@ def test_evaluate_on_slurm_gives_the_local_results(tmp_path: Path, name: str,
 def test_training_rollouts_on_slurm_give_the_local_checkpoint(tmp_path: Path, name: str,
                                                               partition: str) -> None:
     torch = pytest.importorskip("torch")
+    from slurm_rl.rl.config import TrainConfig
     from slurm_rl.rl.env import Scenario
-    from slurm_rl.rl.train import TrainConfig, train
+    from slurm_rl.rl.train import train
 
     # No imitation: its rollouts are the same `collect` task, one more round trip (~4 s).
     cfg = TrainConfig(seed=5, iterations=1, steps_per_worker=64, workers=2, imitation_epochs=0,

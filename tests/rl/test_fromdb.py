@@ -24,7 +24,7 @@ from slurm_rl.sim.trace import TraceJob, load
 
 pytest.importorskip("torch")
 
-from slurm_rl.rl.train import train_command  # noqa: E402
+from slurm_rl.rl.cli import train_command  # noqa: E402
 
 T0 = 1_790_000_000.0
 

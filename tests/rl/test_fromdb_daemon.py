@@ -26,7 +26,7 @@ from slurm_rl.policies.rl import new as new_rl
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 pytest.importorskip("torch")
 
-from slurm_rl.rl.train import train_command  # noqa: E402
+from slurm_rl.rl.cli import train_command  # noqa: E402
 
 
 @pytest.fixture

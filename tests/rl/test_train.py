@@ -10,8 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from slurm_rl.rl.config import TrainConfig  # noqa: E402
 from slurm_rl.rl.env import Scenario  # noqa: E402
-from slurm_rl.rl.train import TrainConfig, read_scenarios, train  # noqa: E402
+from slurm_rl.rl.scenarios import read_scenarios  # noqa: E402
+from slurm_rl.rl.train import train  # noqa: E402
 
 TRACE = "data:itp-deadline-cluster03.csv"
 
