@@ -1,5 +1,5 @@
 """The capability contract, held on the daemon's side as the simulator holds it
-(`sim/apply.py` stops a run on it): a policy's Resizes and Preempts are acted on only if the
+(sim/engine.py stops a run on it): a policy's Resizes and Preempts are acted on only if the
 policy declares them (`capabilities.Resizing`, `capabilities.Preempting`) and each names a
 running job that the policy's own `may_resize` / `may_preempt` accepts. What it may not do is
 dropped, with one note a kind, and the rest of the decision (the order, GPU counts of pending

@@ -9,14 +9,28 @@ it, `run(until)` is built on the two (a gym environment steps it: slurm_rl/rl/en
 Nothing here draws random numbers except the choice of jobs made elastic (`elastic_fraction`),
 which is seeded.
 
-How a Decision is applied (`apply.py`): preemptions, then resizes, then the order and GPU
-counts of pending jobs. The daemon applies all four too: priorities and pending jobs' GPU
-counts, and resizes and preemptions of running jobs that opted in with `--rl-elastic`, by
-requeueing them (daemon/resize.py, daemon/preempt.py; docs/daemon.md); here a resize or a
-preemption is the model of that requeue (`restart_rules` adds the daemon's own rules).
-Snapshots and the oracle are built in `snapshots.py`, the scheduling passes in `backfill.py`
-and `conservative.py`, a job's life cycle in `lifecycle.py`, the event heap and timers in
-`timers.py`.
+How a Decision is applied (`Simulator._apply`, the model of what Slurm would do with the
+daemon's actions):
+- preemptions first: the job is requeued with its progress kept; its next start pays
+  `restart_delay_s`;
+- resizes next, shrinks before grows: the job is requeued and restarted at once at the new
+  count ahead of the queue, paying the restart delay; a count that does not fit even in the
+  job's own GPUs is refused;
+- with `restart_rules`, only the restarts the daemon would make live (EngineConfig);
+- order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
+  decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
+  count applies to jobs with an intent GPU range (clamped into it and to the cluster).
+Anything invalid is ignored and counted in `SimResult.notes`. The daemon applies all four
+too: priorities and pending jobs' GPU counts, and resizes and preemptions of running jobs that
+opted in with `--rl-elastic`, by requeueing them (daemon/resize.py, daemon/preempt.py;
+docs/daemon.md); here a resize or a preemption is the model of that requeue (`restart_rules`
+adds the daemon's own rules).
+
+The engine owns its parts: the cluster's free map (`cluster.py`), the snapshot builder
+(`snapshots.py`, which also builds the oracle) and the event heap with its timers
+(`events.py`); the scheduling passes are `backfill.py` and `conservative.py`. A job's life
+cycle (arrive, start, stop, finish, requeue) and applying a decision are the engine's own
+methods: they change its state throughout.
 
 The policy's declared capabilities (`slurm_rl.policies.capabilities`) are checked with
 isinstance: a `Stateful` one is `reset()` at the start of a run (and by `Simulator.reset`),
@@ -36,9 +50,9 @@ a launch delay at every start.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
 import time
+from bisect import bisect_left, insort
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -54,20 +68,17 @@ from slurm_rl.policies.capabilities import (
     Resizing,
     Stateful,
 )
+from slurm_rl.policies.restart_gate import HOUR_S, restart_gain
 from slurm_rl.sim import backfill, conservative
-from slurm_rl.sim.apply import ApplyDecisions
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
-from slurm_rl.sim.jobs import SimJob, make_jobs
-from slurm_rl.sim.lifecycle import FINISH as _FINISH
-from slurm_rl.sim.lifecycle import JobLifecycle
+from slurm_rl.sim.events import APPLY, BF, FINISH, MAIN, TICK, Events, next_cycle, next_tick
+from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
 from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
-from slurm_rl.sim.timers import Timers
 from slurm_rl.sim.trace import TraceJob
+from slurm_rl.sim.views import node_name, running_view
 
-_APPLY, _TICK, _MAIN, _BF = 1, 2, 3, 4
-"""Event kinds after completions (`_FINISH`, 0): the order of events at one time."""
 _MAX_NOTE_SAMPLES = 20
 
 
@@ -83,7 +94,7 @@ class DecisionPoint:
     `decide` (`Simulator.decide`)."""
 
 
-class Simulator(ApplyDecisions, JobLifecycle, Timers):
+class Simulator:
     """The engine, stepped SimPy-style: `step()` runs events up to the next decision point
     and returns it (None when the trace is done); `apply(decision)` answers it and finishes
     that instant; `run(until)` is that loop with the engine's own policy deciding. `reset()`
@@ -108,8 +119,7 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
                                placement=config.placement, cpus_per_node=config.cpus_per_node)
         self.now = -math.inf
         self._jobs, self.dropped = make_jobs(self._trace, config)
-        self._heap: list[tuple[float, int, int, SimJob | None, int]] = []
-        self._seq = itertools.count()
+        self._events = Events()
         self._next_arrival = 0
         self._active: dict[JobId, SimJob] = {}
         self._pending: dict[SimJob, None] = {}
@@ -120,9 +130,6 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self._ends: backfill.Ends = []
         self._ranked: list[SimJob] = []
         self._reservations = backfill.ReservationCache()
-        self._armed: dict[int, float | None] = {_TICK: None, _MAIN: None, _BF: None}
-        """Per timer kind (policy tick, main scheduler, backfill): when it is due next (None:
-        not armed). An event of that kind at another time is stale and ignored."""
         self._restart_log: dict[JobId, list[float]] = {}
         """With restart_rules: each job's restart times within the last hour (the cap)."""
         self._in_flight: dict[int, Decision] = {}
@@ -170,7 +177,8 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         jobs = self._jobs
         t_arr = (jobs[self._next_arrival].trace.submit if self._next_arrival < len(jobs)
                  else math.inf)
-        return min(self._heap[0][0] if self._heap else math.inf, t_arr)
+        heap = self._events.heap
+        return min(heap[0][0] if heap else math.inf, t_arr)
 
     def step(self, until: float = math.inf) -> DecisionPoint | None:
         """Run instants (all events at one time) until one asks for a decision, and return it;
@@ -255,14 +263,15 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
     def _advance(self, t: float) -> tuple[bool, bool, bool, bool, bool]:
         """Move the clock to t and handle its events: completions, arrivals, decisions due
         (decision_delay_s), timers. Returns (changed, applied, main, bf, decide)."""
-        jobs, heap, cfg = self._jobs, self._heap, self.cfg
+        jobs, events, cfg = self._jobs, self._events, self.cfg
+        heap = events.heap
         if t < self.now:
             raise SimulationError(f"clock went back from {self.now} to {t}")
         if self._active:
             self.job_s += len(self._active) * (t - self.now)
         self.now = t
         changed = False
-        while heap and heap[0][0] == t and heap[0][1] == _FINISH:
+        while heap and heap[0][0] == t and heap[0][1] == FINISH:
             _, _, _, job, version = heapq.heappop(heap)
             assert job is not None
             if job.version == version and job.state is JobState.RUNNING:
@@ -274,13 +283,12 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
             self._next_arrival += 1
             changed = True
         applied = False
-        while heap and heap[0][0] == t and heap[0][1] == _APPLY:
+        while heap and heap[0][0] == t and heap[0][1] == APPLY:
             _, _, seq, _, _ = heapq.heappop(heap)
             self._apply(self._in_flight.pop(seq))
             applied = True
         if heap and heap[0][0] == t:
-            tick, main, bf = (self._fired(t, _TICK), self._fired(t, _MAIN),
-                              self._fired(t, _BF))
+            tick, main, bf = events.fired(t, TICK), events.fired(t, MAIN), events.fired(t, BF)
         else:
             tick = main = bf = False
         decide = (((changed and cfg.decide_on_events) or (
@@ -291,7 +299,7 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
     def _end_instant(self, changed: bool, applied: bool, main: bool, bf: bool,
                      decided: bool) -> None:
         """After any decision: the scheduling pass(es), timers, checks."""
-        cfg = self.cfg
+        cfg, events, now = self.cfg, self._events, self.now
         if cfg.bf_interval_s <= 0:
             if changed or decided or applied:
                 self._schedule()
@@ -303,14 +311,14 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
             elif main or (cfg.sched_interval_s <= 0 and (changed or decided or applied)):
                 self._schedule(main_only=True)
             if self._pending:
-                if self._armed[_BF] is None:
-                    self._arm(_BF, self._next_cycle(cfg.bf_times_s, cfg.bf_phase_s,
-                                                    cfg.bf_interval_s))
-                if cfg.sched_interval_s > 0 and self._armed[_MAIN] is None:
-                    self._arm(_MAIN, self._next_cycle(cfg.sched_times_s, cfg.sched_phase_s,
-                                                      cfg.sched_interval_s))
-        if cfg.tick_s > 0 and self._armed[_TICK] is None and self._active:
-            self._arm(_TICK, self._next_tick())
+                if not events.armed(BF):
+                    events.arm(now, BF, next_cycle(now, cfg.bf_times_s, cfg.bf_phase_s,
+                                                   cfg.bf_interval_s))
+                if cfg.sched_interval_s > 0 and not events.armed(MAIN):
+                    events.arm(now, MAIN, next_cycle(now, cfg.sched_times_s, cfg.sched_phase_s,
+                                                     cfg.sched_interval_s))
+        if cfg.tick_s > 0 and not events.armed(TICK) and self._active:
+            events.arm(now, TICK, next_tick(now, cfg.tick_s, cfg.tick_phase_s))
         if cfg.audit:
             self.audit()
         if (self._pending and not self._running and self._next_arrival >= len(self._jobs)
@@ -368,15 +376,13 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
         self.decisions += 1
         if not isinstance(decision, Decision):
             raise SimulationError(f"policy {self.policy.name} returned {type(decision).__name__}")
-        if self.cfg.decision_delay_s > 0:
-            seq = next(self._seq)
-            self._in_flight[seq] = decision
-            heapq.heappush(self._heap, (self.now + self.cfg.decision_delay_s, _APPLY, seq,
-                                        None, 0))
+        cfg, now = self.cfg, self.now
+        if cfg.decision_delay_s > 0:
+            self._in_flight[self._events.push_apply(now + cfg.decision_delay_s)] = decision
         else:
             self._apply(decision)
-        if self.cfg.tick_s > 0 and self._active:
-            self._arm(_TICK, self._next_tick())
+        if cfg.tick_s > 0 and self._active:
+            self._events.arm(now, TICK, next_tick(now, cfg.tick_s, cfg.tick_phase_s))
 
     # -- scheduling -----------------------------------------------------------------------
 
@@ -411,3 +417,226 @@ class Simulator(ApplyDecisions, JobLifecycle, Timers):
                               max_test=self.cfg.bf_max_job_test, cache=self._reservations)
         for job in started:
             del self._pending[job]
+
+    # -- a job's life cycle --------------------------------------------------------------
+
+    def _arrive(self, job: SimJob) -> None:
+        if job.submitted:
+            raise SimulationError(f"job {job.id} submitted twice")
+        job.submitted = True
+        self._active[job.id] = job
+        self._pending[job] = None
+
+    def _start(self, job: SimJob, alloc: Alloc) -> None:
+        """Start (or restart) a run; the caller removes the job from the pending queue."""
+        now, cfg = self.now, self.cfg
+        if job.state is not JobState.PENDING:
+            raise SimulationError(f"job {job.id} started while {job.state.name}")
+        if now < job.trace.submit:
+            raise SimulationError(f"job {job.id} started at {now} before its submission")
+        if sum(g for _, g in alloc) != job.gpus:
+            raise SimulationError(f"job {job.id}: allocation {alloc} is not {job.gpus} GPUs")
+        self.cluster.take(alloc)
+        self._snapshots.dirty.update(n for n, _ in alloc)
+        job.alloc, job.state, job.run_start = alloc, JobState.RUNNING, now
+        job.progress_from = now + cfg.launch_delay_s + (
+            cfg.restart_delay_s if job.needs_delay else 0.0)
+        job.needs_delay = False
+        job.rate = job.rate_at(job.gpus)
+        if job.first_start is None:
+            job.first_start = now
+        left = job.total - job.done
+        finish = job.progress_from + (left / job.rate if left > 0 and job.rate > 0 else 0.0)
+        job.version += 1
+        self._events.push(now, finish, FINISH, job, job.version)
+        job.planned_end = now + job.limit_at(job.gpus)
+        insort(self._ends, (job.planned_end, job.seq, job))
+        self._running[job] = None
+        job.view = job.view_static = None
+        if self._resizer is not None:  # `_resizable`: the runs it may resize
+            # (a throwaway view: the snapshot builder sees the run start by view_static None)
+            view = running_view(job.run_static(), now)
+            job.view_static = None
+            if self._resizer.may_resize(view):
+                self._resizable.add(job)  # type: ignore[union-attr]
+
+    def _stop(self, job: SimJob) -> None:
+        """End the current run: book progress, service and the interval; free the GPUs."""
+        now = self.now
+        job.done = job.done_at(now)
+        held = now - job.run_start
+        job.attained += job.gpus * held
+        self.busy_gpu_s += job.gpus * held
+        self._intervals.append(Interval(
+            job_id=job.trace.id, start=job.run_start, end=now, gpus=job.gpus,
+            nodes=tuple(node_name(n) for n, _ in job.alloc),
+            node_gpus=tuple(g for _, g in job.alloc)))
+        self.cluster.give(job.alloc)
+        self._snapshots.dirty.update(n for n, _ in job.alloc)
+        self._snapshots.stopped.append(job.id)
+        i = bisect_left(self._ends, (job.planned_end, job.seq))
+        if i >= len(self._ends) or self._ends[i][2] is not job:
+            raise SimulationError(f"job {job.id} missing from the running set")
+        del self._ends[i]
+        del self._running[job]
+        if self._resizable:
+            self._resizable.discard(job)
+        job.alloc = ()
+        job.view = job.view_static = None
+
+    def _finish(self, job: SimJob) -> None:
+        if job.end is not None:
+            raise SimulationError(f"job {job.id} finished twice")
+        self._stop(job)
+        job.done = job.total
+        job.state, job.end = JobState.COMPLETED, self.now
+        del self._active[job.id]
+        self.completed += 1
+        if job.trace.deadline is not None and self.now <= job.trace.deadline:
+            self.deadlines_met += 1
+        assert job.first_start is not None
+        self._records[job.seq] = JobRecord(
+            job_id=job.trace.id, submit=job.trace.submit, start=job.first_start, end=self.now,
+            gpus=job.gpus, restarts=job.restarts, deadline=job.trace.deadline,
+            trace_gpus=job.trace.gpus, trace_duration=job.trace.duration)
+
+    def _requeue(self, job: SimJob) -> None:
+        job.last_rate, job.last_update = job.rate, self.now
+        self._stop(job)
+        job.state = JobState.PENDING
+        job.restarts += 1
+        job.needs_delay = True
+        job.version += 1  # its completion event is void
+        self._pending[job] = None
+        self._pending_sorted = False
+
+    def audit(self) -> None:
+        """Check the whole state (slow; `EngineConfig.audit` runs it after every event)."""
+        self.cluster.audit()
+        used = [0] * self.cfg.nodes
+        for job in self._running:
+            assert job.state is JobState.RUNNING and job.alloc, f"{job.id} bad running state"
+            assert sum(g for _, g in job.alloc) == job.gpus, f"{job.id} allocation != gpus"
+            for node, g in job.alloc:
+                used[node] += g
+        for node, u in enumerate(used):
+            if u > self.cfg.gpus_per_node or u != self.cfg.gpus_per_node - self.cluster.free[node]:
+                raise SimulationError(f"node {node}: {u} GPUs in use, free map says "
+                                      f"{self.cluster.free[node]} free")
+        assert len(self._ends) == len(self._running), "running set and end list differ"
+        for job in self._pending:
+            assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
+        assert len(self._pending) + len(self._running) == len(self._active), "active set drift"
+
+    # -- applying a decision --------------------------------------------------------------
+
+    def _apply(self, d: Decision) -> None:
+        active = self._active
+        if (d.preemptions and not self._preempts) or (d.resizes and self._resizer is None):
+            raise SimulationError(
+                f"policy {self.policy.name} returned preemptions or resizes without declaring "
+                "them (slurm_rl.policies.capabilities: Preempting, Resizing)")
+        for p in d.preemptions:
+            job = active.get(p.job_id)
+            if job is None or job.state is not JobState.RUNNING:
+                self._note("preempt of a job not running", str(p.job_id))
+                continue
+            if self.cfg.restart_rules and (why := self._refused(job, None)):
+                self._note(f"preempt refused by the restart rules: {why}", str(p.job_id))
+                continue
+            self._requeue(job)
+            self._restarted(job)
+            self.preemptions += 1
+        for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
+            self._resize(r.job_id, r.gpus)
+        for old in self._ranked:
+            old.rank = None
+        ranked: list[SimJob] = []
+        for o in d.order:
+            job = active.get(o.job_id)
+            if job is None or job.state is not JobState.PENDING:
+                self._note("order for a job not pending", str(o.job_id))
+                continue
+            if job.rank is not None:
+                self._note("job ranked twice (first rank kept)", str(o.job_id))
+                continue
+            job.rank = (o.rank, job.seq)
+            ranked.append(job)
+            if o.gpus is not None and o.gpus != job.gpus:
+                self._set_gpus(job, o.gpus)
+        ranked.sort(key=lambda j: j.rank)  # type: ignore[arg-type, return-value]
+        self._ranked = ranked
+
+    def _gpus_of(self, job_id: JobId) -> int:
+        job = self._active.get(job_id)
+        return job.gpus if job else 0
+
+    def _clamp(self, job: SimJob, gpus: int, what: str) -> int | None:
+        rng = gpu_range(job, self.cfg.capacity)
+        if rng is None:
+            self._note(f"{what} for a job without a GPU range", f"{job.id} -> {gpus}")
+            return None
+        new = min(max(gpus, rng[0]), rng[1])
+        if new != gpus:
+            self._note(f"{what} clamped to the job's GPU range", f"{job.id}: {gpus} -> {new}")
+        return new
+
+    def _set_gpus(self, job: SimJob, gpus: int) -> None:
+        new = self._clamp(job, gpus, "GPU count")
+        if new is not None and new != job.gpus:
+            job.gpus = new
+            job.view = None
+
+    def _resize(self, job_id: JobId, gpus: int) -> None:
+        job = self._active.get(job_id)
+        if job is None or job.state is not JobState.RUNNING:
+            self._note("resize of a job not running", str(job_id))
+            return
+        if job.intent is None or not job.intent.elastic:
+            self._note("resize of a job that is not elastic", str(job_id))
+            return
+        new = self._clamp(job, gpus, "resize")
+        if new is None or new == job.gpus:
+            return
+        if self.cfg.restart_rules and (why := self._refused(job, new)):
+            self._note(f"resize refused by the restart rules: {why}", f"{job_id} -> {new}")
+            return
+        self.cluster.give(job.alloc)
+        alloc = self.cluster.place(new)
+        self.cluster.take(job.alloc)
+        if alloc is None:
+            self._note("resize does not fit", f"{job_id}: {job.gpus} -> {new}")
+            return
+        self._requeue(job)
+        self._restarted(job)
+        del self._pending[job]
+        job.gpus = new
+        self._start(job, alloc)
+        self.resizes += 1
+
+    def _refused(self, job: SimJob, gpus: int | None) -> str:
+        """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
+        `gpus`), or "" if it would."""
+        if job.intent is None or not job.intent.elastic:
+            return "not elastic"
+        log = self._restart_log.setdefault(job.id, [])
+        while log and log[0] <= self.now - HOUR_S:
+            log.pop(0)
+        if len(log) >= self.cfg.max_restarts_per_hour:
+            return "max_restarts_per_hour"
+        if gpus is not None:
+            fresh = job.view_static is None  # the snapshot builder reads that as a new run
+            view = running_view(job.run_static(), self.now)
+            if fresh:
+                job.view_static = None
+            if restart_gain(view, gpus, now=self.now, cost_s=self.cfg.restart_delay_s).why:
+                # one note kind per rule (the reason's figures vary job by job)
+                return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
+                        else "finishes within the restart delay (or no prediction)")
+        return ""
+
+    def _restarted(self, job: SimJob) -> None:
+        """A restart made: counted against the hourly cap (only one that happened counts: a
+        resize that passed the rules may still not fit)."""
+        if self.cfg.restart_rules:
+            self._restart_log.setdefault(job.id, []).append(self.now)

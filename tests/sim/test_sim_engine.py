@@ -229,9 +229,9 @@ def test_events_in_the_past_raise() -> None:
     sim = Simulator([job("a", 0, 1)], FakePolicy(), EngineConfig(nodes=1, gpus_per_node=1))
     sim.now = 10.0
     with pytest.raises(SimulationError, match="in the past"):
-        sim._push(9.0, 0)
+        sim._events.push(sim.now, 9.0, 0)
     with pytest.raises(SimulationError, match="in the past"):
-        sim._push(math.nan, 0)
+        sim._events.push(sim.now, math.nan, 0)
 
 
 def test_config_is_checked() -> None:

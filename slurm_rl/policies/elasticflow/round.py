@@ -351,7 +351,7 @@ class Round:
         if not moves:
             return []
         nodes, out = NodeMap(self.snapshot, self.sticky.nodes), []
-        # preemptions first, then shrinks, then the smallest grows (apply.py's order)
+        # preemptions first, then shrinks, then the smallest grows (the simulator's order)
         for _, jid, g in sorted(moves, key=lambda m: (m[2] != 0, m[0], m[1])):
             j = self.elastic[jid]
             if g == 0:
