@@ -116,10 +116,29 @@ def _read_only_fs(target: Path) -> bool:
         return False
 
 
-def _read_schema(path: Path) -> tuple[set[str], str | None]:
+def connect_read_only(path: Path, *, check_same_thread: bool = True) -> sqlite3.Connection:
+    """`path` opened with SQLite's `mode=ro`: never written, never created.
+
+    A WAL database whose -wal/-shm files SQLite removed when the daemon's last connection
+    closed cannot be read that way by a user who may not write its folder (SQLite would have to
+    make -shm again: "attempt to write a readonly database"). With no writer there is nothing in
+    a WAL to miss, so that reader gets the main file as it is (`immutable=1`)."""
     uri = f"file:{quote(str(path.resolve()))}?mode=ro"
+    con = sqlite3.connect(uri, uri=True, check_same_thread=check_same_thread)
     try:
-        con = sqlite3.connect(uri, uri=True)
+        con.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.OperationalError:
+        if Path(f"{path}-wal").exists():
+            return con  # (a writer's WAL to read: the caller's query reports the error)
+        con.close()
+        con = sqlite3.connect(uri + "&immutable=1", uri=True,
+                              check_same_thread=check_same_thread)
+    return con
+
+
+def _read_schema(path: Path) -> tuple[set[str], str | None]:
+    try:
+        con = connect_read_only(path)
     except sqlite3.Error as exc:
         raise DatabaseError(describe_error(path, exc)) from None
     try:

@@ -3,8 +3,9 @@ trainer's history (rl/fromdb.py), which read it without the daemon.
 
 Any user may run those commands: the file is opened with SQLite's `mode=ro`, so a reader never
 writes to it, never creates it, never migrates it, and never needs write access to it or its
-folder (in WAL mode SQLite reads the `-wal`/`-shm` files the daemon keeps beside it). A file the
-user may not read, a missing file, or one that is not slurm-rl's is one line (ReadOnlyError).
+folder (in WAL mode SQLite reads the `-wal`/`-shm` files the daemon keeps beside it; when the
+daemon has stopped and they are gone, the main file is read as it is). A file the user may not
+read, a missing file, or one that is not slurm-rl's is one line (ReadOnlyError).
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from urllib.parse import quote
 
 from sqlalchemy import create_engine
 from sqlalchemy.orm import Session, sessionmaker
@@ -37,7 +37,13 @@ def database_path(config_file: Path | None, db_path: Path | None) -> Path:
 @contextmanager
 def read_only_session(path: Path) -> Iterator[Session]:
     """A session on `path` opened read-only; ReadOnlyError when it can not be used."""
-    from .guard import DatabaseError, FileKind, describe_error, inspect_file
+    from .guard import (
+        DatabaseError,
+        FileKind,
+        connect_read_only,
+        describe_error,
+        inspect_file,
+    )
 
     try:
         status = inspect_file(path, write=False)
@@ -45,10 +51,8 @@ def read_only_session(path: Path) -> Iterator[Session]:
         raise ReadOnlyError(str(exc)) from None
     if status.kind is not FileKind.OURS:
         raise ReadOnlyError(f"{path}: no slurm-rl database there (has the daemon run?)")
-    uri = f"file:{quote(str(path.resolve()))}?mode=ro"
-
     def connect() -> sqlite3.Connection:
-        con = sqlite3.connect(uri, uri=True, check_same_thread=False)
+        con = connect_read_only(path, check_same_thread=False)
         con.execute("PRAGMA busy_timeout = 5000")
         return con
 
