@@ -1,8 +1,11 @@
 """The database schema as typed SQLAlchemy 2 ORM models.
 
 Times are epoch seconds as floats (REAL), like the core types. Job ids are Slurm's own ids as
-text ("1234", "1234_5"); the database holds one cluster, and Slurm does not reuse an id before it
-wraps at MaxJobId (67 million by default). Enums are stored as their lower-case values in
+text ("1234", "1234_5"); the database holds one cluster. An id alone is not one job: a slurmctld
+started with fresh state numbers from 1 again, ids wrap at MaxJobId, and a requeue resets the
+submit time. A job is its id and its submit time: `jobs` holds the latest submission of each id
+(`repo.upsert_jobs` records one with another submit time as a new job), `claim_records` is
+keyed by both. Enums are stored as their lower-case values in
 plain string columns (see `kinds.py`). The Alembic migrations create exactly this schema
 (0001: the tables; 0002: the daemon holder, quarantined records and retention indexes);
 `tests/db` checks that the two agree.
@@ -58,7 +61,8 @@ class Base(DeclarativeBase):
 
 
 class Job(Base):
-    """One Slurm job, as last seen, with the QoS intent first seen in its comment."""
+    """One Slurm job id's latest submission (its `submit_time`), as last seen, with the QoS
+    intent first seen in that submission's comment."""
 
     __tablename__ = "jobs"
 

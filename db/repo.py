@@ -59,6 +59,7 @@ _INTENT_JSON_LATER = frozenset({"inference"})
 """Fields added after rows were first written (migration 0003 on): intent_json leaves them out
 while they are None, so an older row's `intent_last` still equals today's text."""
 _STATE = _TRACKED.index("state")
+_SUBMIT = _TRACKED.index("submit_time")
 _COMMENT = _TRACKED.index("user_comment")
 _INTENT_LAST = _TRACKED.index("intent_last")
 
@@ -189,7 +190,9 @@ def upsert_jobs(
 ) -> UpsertResult:
     """Record a snapshot's jobs: insert new ones, update changed ones, log events.
 
-    A new job gets a STATE event (old NULL). A state change gets a STATE event. The first intent
+    A new job gets a STATE event (old NULL); so does a job whose id is stored with another
+    submit time (a reused id, or a requeue): it is another submission, recorded afresh with
+    only its own intent and progress. A state change gets a STATE event. The first intent
     seen for a job is recorded in its intent columns and kept; a later, different intent in the
     comment gets an INTENT_CHANGED event (once per edit) and shows up in `intent_overrides`.
     `user_comments` (job id → the user's part of the comment) is stored when given; jobs missing
@@ -203,6 +206,16 @@ def upsert_jobs(
     if len(set(ids)) != len(ids):
         raise ValueError("upsert_jobs: the snapshot lists a job id twice")
     stored = _stored_jobs(session, ids)
+    # A job is its id and its submit time: Slurm reuses ids (a slurmctld started with fresh
+    # state numbers from 1 again; ids wrap at MaxJobId), and a requeue resets the submit time
+    # ("so the restarted job looks like a new job"). Either way the row's intent, progress and
+    # first sighting belong to another submission: they are cleared, and the job is new.
+    resubmitted = [j.id for j in jobs if (old := stored.get(j.id)) is not None
+                   and old.tracked[_SUBMIT] != j.submit_time]
+    if resubmitted:
+        _forget_submissions(session, resubmitted, now)
+        for job_id in resubmitted:
+            del stored[job_id]
     snapshot = [
         _tracked(j, None if (old := stored.get(j.id)) is None else old.tracked[_COMMENT],
                  user_comments)
@@ -232,6 +245,17 @@ def upsert_jobs(
         progress_written=progress_written, intent_overrides=writes.overrides,
         dropped=tuple(dropped),
     )
+
+
+def _forget_submissions(session: Session, ids: Sequence[str], now: float) -> None:
+    """Clear what the rows of `ids` hold of an earlier submission (its recorded intent, first
+    sighting and progress), so that the upsert records the new one as first seen. The row's
+    events, decisions and actions stay: they are history, told apart by time."""
+    reset: dict[str, Any] = dict.fromkeys((*_INTENT, "intent_seen_at", "intent_last"))
+    reset |= {"intent_edited": False, "first_seen_at": now}
+    for chunk in _chunks(ids):
+        session.execute(_jobs.update().where(_jobs.c.job_id.in_(chunk)).values(reset))
+        session.execute(_progress.delete().where(_progress.c.job_id.in_(chunk)))
 
 
 def _stored_jobs(session: Session, ids: Sequence[str]) -> dict[str, _StoredJob]:

@@ -211,6 +211,7 @@ class Daemon:
         samples = record_node_samples(session, polled.nodes, now=now)
         session.commit()
         self.poller.commit(polled)
+        self._forget_jobs(upserted.new)  # new, or an id reused by another submission
         self._update_overrides(polled, upserted.intent_overrides)
         admitted = self.gate.admit(session, polled, self._overrides, now)
         session.commit()
@@ -394,6 +395,14 @@ class Daemon:
         for res in resolutions:
             log.info("action %d: %s: %s", res.action_id, res.status.value, res.note)
         return len(resolutions)
+
+    def _forget_jobs(self, job_ids: Sequence[JobId]) -> None:
+        """What the daemon remembers of earlier jobs with these ids (their site factors, their
+        stored decision entries) is not theirs."""
+        for job_id in job_ids:
+            if self._known is not None:
+                self._known.pop(job_id, None)
+            self._stored.pop(job_id, None)
 
     def _forget_finished(self, snapshot: ClusterSnapshot) -> None:
         pending = {j.id for j in snapshot.pending}

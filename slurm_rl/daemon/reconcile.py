@@ -12,7 +12,8 @@ covers, Slurm is asked whether the change is there:
 All live jobs show it → DONE. None does → ABANDONED (the next cycle decides afresh, and re-issues
 the value if it still wants it). Some do → ABANDONED, plus a new DONE action covering exactly the
 jobs that show it, so that "the last DONE action" stays the truth for every job. Jobs that are no
-longer pending count for nothing either way.
+longer pending count for nothing either way, nor do jobs submitted after the action was planned
+(another job with a reused id, or the job requeued since, which reset its submit time).
 """
 
 from __future__ import annotations
@@ -89,6 +90,14 @@ def seen(change: Change, job: JobView | None, site_factors: Mapping[JobId, int])
     return Seen.UNKNOWN
 
 
+def same_job(job: JobView | None, rec: ActionRecord) -> JobView | None:
+    """`job` if it can be the job `rec` was planned for; None if it was submitted after (a
+    reused id, or a requeue since: what Slurm shows of it says nothing about the action)."""
+    if job is None or job.submit_time > rec.started_at:
+        return None
+    return job
+
+
 def resolve(
     records: Sequence[ActionRecord],
     jobs: Mapping[JobId, JobView],
@@ -98,7 +107,8 @@ def resolve(
     out = []
     for rec in records:
         change = parse_change(rec.kind, rec.argv)
-        verdicts = {j: seen(change, jobs.get(j), site_factors) for j in rec.job_ids}
+        verdicts = {j: seen(change, same_job(jobs.get(j), rec), site_factors)
+                    for j in rec.job_ids}
         counts = {s: sum(1 for v in verdicts.values() if v is s) for s in Seen}
         summary = ", ".join(f"{n} {s.value}" for s, n in counts.items() if n)
         applied = [j for j, v in verdicts.items() if v is Seen.APPLIED]

@@ -60,14 +60,16 @@ from slurm_rl.daemon.limits import (
 from slurm_rl.daemon.poll import Polled
 from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
 from slurm_rl.db.kinds import ActionKind, ActionStatus
-from slurm_rl.db.models import Action, ActionJob
+from slurm_rl.db.models import Action, ActionJob, Job
 from slurm_rl.slurm.runner import InputRunner
 
 log = logging.getLogger("slurm_rl.daemon")
 
 _actions = Action.__table__
 _action_jobs = ActionJob.__table__
+_jobs = Job.__table__
 assert isinstance(_actions, Table) and isinstance(_action_jobs, Table)
+assert isinstance(_jobs, Table)
 
 USER_HOLD = "JobHeldUser"
 """squeue's reason for a job held by its user (sbatch --hold): the only hold this releases."""
@@ -292,13 +294,16 @@ def _minimum(job: JobView, settings: SizingConfig, nodes: Sequence[NodeView]) ->
 
 
 def unfinished_sizing(session: Session, job_ids: Sequence[JobId]) -> list[JobId]:
-    """Of `job_ids`, those whose latest SIZE_RELEASE action did not finish DONE."""
+    """Of `job_ids`, those whose latest SIZE_RELEASE action did not finish DONE (of the actions
+    planned since the job's submit time: an older one was for another job of the same id)."""
     if not job_ids:
         return []
     rows = session.execute(
         select(_action_jobs.c.job_id, _actions.c.status)
         .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .join(_jobs, _jobs.c.job_id == _action_jobs.c.job_id)
         .where(_actions.c.kind == ActionKind.SIZE_RELEASE,
+               _actions.c.started_at >= _jobs.c.submit_time,
                _action_jobs.c.job_id.in_(list(job_ids)))
         .order_by(_actions.c.id)
     ).all()

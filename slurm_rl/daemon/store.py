@@ -30,13 +30,16 @@ CHUNK = 5000
 
 def known_site_factors(session: Session) -> dict[JobId, int]:
     """For each job stored as pending: the value of its latest finished SiteFactor action, if
-    that action is DONE (FAILED or ABANDONED last: unknown, so the next plan sets it again)."""
+    that action is DONE (FAILED or ABANDONED last: unknown, so the next plan sets it again).
+    Actions planned before the job's submit time were for another job of the same id (or for
+    it before a requeue): they count for nothing."""
     latest = session.execute(
         select(_links.c.job_id, func.max(_actions.c.id))
         .join(_actions, _actions.c.id == _links.c.action_id)
         .join(_jobs, _jobs.c.job_id == _links.c.job_id)
         .where(_actions.c.kind == ActionKind.SITE_FACTOR,
                _actions.c.status != ActionStatus.PLANNED,
+               _actions.c.started_at >= _jobs.c.submit_time,
                _jobs.c.state.in_(_PENDING))
         .group_by(_links.c.job_id)
     ).all()

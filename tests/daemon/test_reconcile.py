@@ -30,7 +30,7 @@ from slurm_rl.db.repo import upsert_jobs
 
 def job(i: int, **kw: object) -> JobView:
     base: dict[str, object] = dict(id=JobId(str(i)), state=JobState.PENDING,
-                                   submit_time=1000.0 + i, gpus=1, nodes=1)
+                                   submit_time=float(i), gpus=1, nodes=1)  # before the actions
     base.update(kw)
     return JobView(**base)  # type: ignore[arg-type]
 
@@ -88,6 +88,29 @@ def test_resolve_done_abandoned_and_split(session: Session) -> None:
     assert b.status is ActionStatus.ABANDONED and b.applied is None  # 3 does not show it
     assert c.status is ActionStatus.ABANDONED and c.applied == sf(7, 4)
     assert "not re-run" in a.note
+
+
+def test_an_action_is_not_reconciled_against_a_later_job_of_the_same_id(
+        session: Session) -> None:
+    # An action PLANNED for the old job 2 (slurmctld since restarted with fresh state, or the
+    # id wrapped): the new job 2, submitted later, showing the same value is no sign of it.
+    upsert_jobs(session, [job(1), job(2)], now=1.0)
+    _plan(session, sf(9, 1, 2), sf(8, 2))
+    records = pending_actions(session)
+    jobs = {j.id: j for j in [job(1), job(2, submit_time=500.0)]}
+    a, b = resolve(records, jobs, {JobId("1"): 9, JobId("2"): 8})
+    assert a.status is ActionStatus.DONE and a.applied is None and "1 no longer" in a.note
+    assert b.status is ActionStatus.ABANDONED and b.applied is None
+
+
+def test_known_site_factors_are_not_inherited_by_a_reused_id(session: Session) -> None:
+    upsert_jobs(session, [job(1), job(2)], now=1.0)
+    (a,) = _plan(session, sf(50, 1, 2))
+    finish_actions(session, [ActionOutcome(action_id=a, exit_code=0)], at=11.0)
+    assert known_site_factors(session) == {"1": 50, "2": 50}
+    upsert_jobs(session, [job(2, user="bo", submit_time=500.0)], now=500.0)
+    session.commit()
+    assert known_site_factors(session) == {"1": 50}  # the new job 2's value is unknown
 
 
 def test_known_site_factors_follow_the_latest_finished_action(session: Session) -> None:

@@ -178,3 +178,30 @@ def test_a_refused_update_is_not_followed_by_the_release(tmp_path: Path) -> None
         released = any("release 7" in (i or "") for _, i in fake.calls)
         assert released is want, fake.calls
     engine.dispose()
+
+
+def test_an_unfinished_sizing_of_a_reused_id_is_not_retried(tmp_path: Path) -> None:
+    """A SIZE_RELEASE left FAILED for the old job 7 makes the daemon retry sizing job 7; a
+    later job with the same id (slurmctld restarted with fresh state) is not that job."""
+    from slurm_rl.daemon.sizing import unfinished_sizing
+    from slurm_rl.db.actions import ActionOutcome, ActionSpec, finish_actions, plan_actions
+    from slurm_rl.db.engine import make_engine, make_session_factory
+    from slurm_rl.db.kinds import ActionKind
+    from slurm_rl.db.migrate import upgrade
+    from slurm_rl.db.repo import upsert_jobs
+
+    engine = make_engine(tmp_path / "x.db")
+    upgrade(engine)
+    with make_session_factory(engine)() as s:
+        upsert_jobs(s, [JobView(id=JobId("7"), state=JobState.PENDING, submit_time=900.0,
+                                gpus=2)], now=1000.0)
+        (a,) = plan_actions(s, [ActionSpec(kind=ActionKind.SIZE_RELEASE, job_ids=(JobId("7"),),
+                                           argv=("scontrol", "release", "7"), cycle_id=1)],
+                            at=1000.0)
+        finish_actions(s, [ActionOutcome(action_id=a, exit_code=1)], at=1001.0)
+        assert unfinished_sizing(s, [JobId("7")]) == ["7"]
+        upsert_jobs(s, [JobView(id=JobId("7"), user="bo", state=JobState.PENDING,
+                                submit_time=5000.0, gpus=2)], now=5000.0)
+        s.commit()
+        assert unfinished_sizing(s, [JobId("7")]) == []
+    engine.dispose()

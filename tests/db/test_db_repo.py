@@ -260,3 +260,52 @@ def test_the_inference_model_is_recorded_and_an_added_one_is_an_edit(session: Se
     assert later.intent_overrides[JobId("2")] == INTENT
     kept = session.get(Job, "2", populate_existing=True)
     assert kept is not None and kept.inference is None
+
+
+def test_a_reused_job_id_is_a_new_job_with_only_its_own_intent(session: Session) -> None:
+    # A slurmctld started with fresh state numbers jobs from 1 again (and ids wrap at
+    # MaxJobId): another user's job 415 must not inherit the old job 415's intent or progress.
+    old_intent = dataclasses.replace(INTENT, deadline=1_900_000_000.0, gpus_min=1, gpus_max=8)
+    progress = Progress(steps_done=900, steps_total=1000, rate=5.0, updated_at=50.0)
+    upsert_jobs(session, [job(415, intent=old_intent, state=JobState.RUNNING,
+                              start_time=1500.0, progress=progress)], now=1.0)
+    upsert_jobs(session, [job(415, intent=old_intent, state=JobState.COMPLETED,
+                              start_time=1500.0, end_time=1900.0)], now=2.0)
+    session.commit()
+
+    own = Intent(deadline=2_100_000_000.0, gpus_min=2, gpus_max=4,
+                 service_class=ServiceClass.STANDARD)
+    new = job(415, user="bo", name="other", submit_time=5000.0, intent=own)
+    result = upsert_jobs(session, [new], now=10.0)
+    session.commit()
+    assert result.new == ("415",)
+    assert dict(result.intent_overrides) == {} and result.intent_changes == ()
+    assert result.state_changes == ()
+    row = session.get(Job, "415", populate_existing=True)
+    assert row is not None
+    assert (row.user, row.submit_time, row.first_seen_at, row.intent_seen_at) == (
+        "bo", 5000.0, 10.0, 10.0)
+    assert (row.deadline, row.gpus_min, row.gpus_max, row.service_class) == (
+        2_100_000_000.0, 2, 4, ServiceClass.STANDARD)
+    assert not row.intent_edited and row.intent_last == intent_json(own)
+    assert session.get(JobProgress, "415", populate_existing=True) is None
+    assert events(session, "415")[-1] == (EventKind.STATE, None, JobState.PENDING.value)
+
+    # From then on it is an ordinary job: an edit of its comment is not believed.
+    edited = dataclasses.replace(own, gpus_max=64)
+    result = upsert_jobs(session, [dataclasses.replace(new, intent=edited)], now=11.0)
+    assert result.intent_overrides == {"415": own}
+
+
+def test_a_reused_job_id_without_an_intent_has_none(session: Session) -> None:
+    upsert_jobs(session, [job(415, intent=INTENT)], now=1.0)
+    result = upsert_jobs(session, [job(415, submit_time=5000.0)], now=2.0)
+    session.commit()
+    assert result.new == ("415",) and dict(result.intent_overrides) == {}
+    row = session.get(Job, "415", populate_existing=True)
+    assert row is not None
+    assert (row.intent_seen_at, row.deadline, row.gpus_max, row.service_class) == (
+        None, None, None, None)
+    # ...and a tag it adds later is not believed, as for any job first seen without one.
+    result = upsert_jobs(session, [job(415, submit_time=5000.0, intent=INTENT)], now=3.0)
+    assert dict(result.intent_overrides) == {"415": None}
