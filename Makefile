@@ -1,5 +1,6 @@
-# slurm-rl — the two commands in README.md are `make demo` and `make test`.
-# Both work from nothing on Debian 12 as root, and are safe to run twice.
+# slurm-rl — the two commands in README.md are `make demo` and `make test`; `make install`
+# installs rlsbatch and slurm-rl for every user of the host (docs/admin.md).
+# All three work from nothing on Debian 12 as root, and are safe to run twice.
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -25,12 +26,12 @@ $(error ENGINE=$(ENGINE): use docker or native)
 endif
 export SLURM_CONF := $(or $(SLURM_RL_CLUSTER_DIR),/var/tmp/slurm-rl-cluster)/etc/slurm.conf
 
-.PHONY: demo test install system-deps docker-deps cluster cluster-down lint typecheck unit clean \
-	test-matrix smoke-native
+.PHONY: demo test dev install install-deps uninstall system-deps docker-deps cluster cluster-down \
+	lint typecheck unit clean test-matrix smoke-native
 
 # The demo on the same engine as `make test` (docker/engine-up, with its fallback to the native
 # launcher); it ends by printing the `docker/cluster --engine ENGINE env` line for that engine.
-demo: install docker-deps
+demo: dev docker-deps
 	@set -e; exports=$$(docker/engine-up $(ENGINE)); eval "$$exports"; \
 	echo "==> the demo on the $$SLURM_RL_ENGINE cluster (SLURM_CONF=$$SLURM_CONF): one workload under each policy (about 4 minutes)"; \
 	$(VENV)/bin/python -m slurm_rl.demo
@@ -38,7 +39,7 @@ demo: install docker-deps
 # The cluster on $(ENGINE) (docker/engine-up), pytest against it, then the native launcher's
 # smoke test, so that the launcher for hosts without Docker stays tested too (~5 s).
 # PYTEST_ARGS (empty: the whole suite) narrows pytest, e.g. PYTEST_ARGS=tests/docker.
-test: install docker-deps lint typecheck
+test: dev docker-deps lint typecheck
 	@set -e; exports=$$(docker/engine-up $(ENGINE)); eval "$$exports"; \
 	echo "==> pytest on the $$SLURM_RL_ENGINE cluster (SLURM_CONF=$$SLURM_CONF; unit, property and integration tests)"; \
 	$(VENV)/bin/pytest -q $(PYTEST_ARGS)
@@ -101,7 +102,71 @@ $(STAMP): setup.cfg pyproject.toml | system-deps
 	$(PY) -m pip install -e '.[dev,rl]'
 	touch $(STAMP)
 
-install: system-deps $(STAMP)
+# The development virtualenv (.venv, editable, with [dev,rl]) that demo, test, lint and
+# typecheck use.
+dev: system-deps $(STAMP)
+
+# `make install`: a virtualenv at PREFIX made with the system's Python (root's own interpreter,
+# e.g. pyenv's under /root, is not readable by other users), the package installed into it as a
+# copy (users need no access to this tree), everything readable by all, and rlsbatch and slurm-rl
+# linked into BINDIR (/usr/local/bin is on every user's PATH on Debian). Without torch unless
+# RL=1: rlsbatch, status and the daemon's heuristic policies do not need it; RL=1 adds the [rl]
+# extra with TORCH_PIN as above (about 750 MB more). Run again to upgrade in place.
+# PREFIX/.slurm-rl-install lists the links made, so that `make uninstall` removes exactly those
+# and PREFIX, and nothing else.
+PREFIX ?= /opt/slurm-rl
+BINDIR ?= /usr/local/bin
+SYSTEM_PYTHON ?= /usr/bin/python3
+RL ?= 0
+INSTALLED := $(PREFIX)/.slurm-rl-install
+COMMANDS := rlsbatch slurm-rl
+
+# Debian's python3 and python3-venv (ensurepip), for SYSTEM_PYTHON's venv.
+install-deps:
+	@if ! $(SYSTEM_PYTHON) -c 'import venv, ensurepip' 2>/dev/null; then \
+	  echo "==> Debian packages: python3 python3-venv (apt-get, about a minute)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 python3-venv; \
+	fi
+
+install: install-deps
+	@set -euo pipefail; umask 022; \
+	if [ -e '$(PREFIX)' ] && [ ! -e '$(INSTALLED)' ] && [ -n "$$(ls -A '$(PREFIX)')" ]; then \
+	  echo "install: $(PREFIX) exists and is not a slurm-rl install: choose another PREFIX=" >&2; \
+	  exit 1; fi; \
+	for cmd in $(COMMANDS); do link='$(BINDIR)'/$$cmd; \
+	  if [ -e "$$link" -o -L "$$link" ] && [ "$$(readlink "$$link")" != '$(PREFIX)'/bin/$$cmd ]; then \
+	    echo "install: $$link exists and is not a link to $(PREFIX)/bin/$$cmd: remove it or choose another BINDIR=" >&2; \
+	    exit 1; fi; done; \
+	links=$$(cat '$(INSTALLED)' 2>/dev/null || true); \
+	if [ "$$(readlink -f '$(PREFIX)/bin/python' 2>/dev/null)" != "$$(readlink -f $(SYSTEM_PYTHON))" ]; then \
+	  echo "==> virtualenv $(PREFIX) ($(SYSTEM_PYTHON) -m venv)"; \
+	  $(SYSTEM_PYTHON) -m venv --clear '$(PREFIX)'; fi; \
+	stage=$$(mktemp -d); trap 'rm -rf "$$stage"' EXIT; \
+	cp -r setup.cfg pyproject.toml README.md slurm_rl submit db "$$stage"/; \
+	if [ '$(RL)' = 1 ]; then \
+	  echo "==> $(TORCH_PIN) into $(PREFIX) (CPU build: about 750 MB installed)"; \
+	  '$(PREFIX)/bin/pip' install '$(TORCH_PIN)' || \
+	    { test -n '$(TORCH_INDEX)' && echo "==> not in pip's configured index; trying $(TORCH_INDEX)" && \
+	      '$(PREFIX)/bin/pip' install --extra-index-url '$(TORCH_INDEX)' '$(TORCH_PIN)'; }; \
+	  req="$$stage[rl]"; else req="$$stage"; fi; \
+	echo "==> slurm-rl and its dependencies into $(PREFIX) (from a copy of this tree; RL=$(RL))"; \
+	'$(PREFIX)/bin/pip' install "$$req"; \
+	install -d -m 755 '$(BINDIR)'; \
+	for cmd in $(COMMANDS); do ln -sfn '$(PREFIX)'/bin/$$cmd '$(BINDIR)'/$$cmd; done; \
+	{ [ -z "$$links" ] || echo "$$links"; for cmd in $(COMMANDS); do echo '$(BINDIR)'/$$cmd; done; } | \
+	  sort -u > '$(INSTALLED)'; \
+	chmod -R a+rX '$(PREFIX)'; \
+	echo "==> rlsbatch and slurm-rl in $(BINDIR), for every user ($$(du -sh '$(PREFIX)' | cut -f1) in $(PREFIX))"; \
+	command -v sbatch >/dev/null || echo "==> note: no sbatch on this host; rlsbatch needs Slurm's client commands (slurm-client)"
+
+# Removes the links PREFIX/.slurm-rl-install lists (those still pointing into PREFIX) and PREFIX.
+uninstall:
+	@set -euo pipefail; \
+	if [ ! -e '$(INSTALLED)' ]; then echo "uninstall: no slurm-rl install in $(PREFIX): nothing to do"; exit 0; fi; \
+	while read -r link; do \
+	  case "$$(readlink "$$link" || true)" in '$(PREFIX)'/bin/*) rm -f "$$link"; echo "removed $$link";; esac; \
+	done < '$(INSTALLED)'; \
+	rm -rf '$(PREFIX)'; echo "removed $(PREFIX)"
 
 cluster: system-deps
 	@echo "==> the test cluster (docker/cluster up: munge, slurmctld, 4 slurmd)"
@@ -110,11 +175,11 @@ cluster: system-deps
 cluster-down:
 	docker/cluster down
 
-lint: install
+lint: dev
 	@echo "==> ruff"
 	$(VENV)/bin/ruff check slurm_rl submit db tests benchmarks
 
-typecheck: install
+typecheck: dev
 	@echo "==> mypy"
 	$(VENV)/bin/mypy slurm_rl submit db tests benchmarks
 
@@ -122,7 +187,7 @@ typecheck: install
 # forky 26.05), each on a dockerized cluster of its own; needs a Docker engine. Not part of
 # `make test`: run before a release (docker/README.md). MATRIX="trixie" runs one.
 MATRIX ?= bookworm trixie forky
-test-matrix: install
+test-matrix: dev
 	docker/test-matrix $(MATRIX)
 
 clean: cluster-down

@@ -54,7 +54,10 @@ BLOCKS: dict[tuple[str, str], How] = {
                  "tests/test_first_hour_cluster.py"),
     ("README.md", "source .venv/bin/activate"):
         How(skip="run by tests/test_first_hour_cluster.py (its own job name and database)"),
-    ("docs/admin.md", "python3 -m venv /opt/slurm-rl/venv"): How(skip=SITE),
+    ("docs/admin.md", "make install                  # /opt/slurm-rl, with rlsbatch and "
+                      "slurm-rl linked into /usr/local/bin"):
+        How(skip="installs into /opt, /usr/local/bin and /etc (tests/install/"
+                 "test_make_install.py runs make install into a temporary PREFIX and BINDIR)"),
     ("docs/admin.md", "install -m 644 docs/slurm-rl-agent.service "
                       "/etc/systemd/system/slurm-rl-agent.service"): How(skip=SITE),
     ("docs/admin.md", "[daemon]"): How(skip=SITE),
