@@ -3,6 +3,7 @@ real: this machine has no GPU); and the Extra write on the real test cluster."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import threading
@@ -122,9 +123,12 @@ def _nvml_works() -> bool:
 
 
 @pytest.mark.skipif(_nvml_works(), reason="this host has NVML and a GPU")
-def test_without_nvml_the_agent_says_one_line_and_exits_0() -> None:
+def test_without_nvml_the_agent_says_one_line_and_exits_0(tmp_path: Path) -> None:
+    conf = tmp_path / "slurm.conf"  # (a configuration source, so that NVML is what is missing)
+    conf.write_text("ClusterName=none\n")
     out = subprocess.run([str(Path(sys.executable).with_name("slurm-rl")), "agent", "--once",
-                          "--node", "nodeX"], capture_output=True, text=True, timeout=60)
+                          "--node", "nodeX"], capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "SLURM_CONF": str(conf)})
     assert out.returncode == 0
     assert out.stdout == ""
     lines = out.stderr.strip().splitlines()
