@@ -146,7 +146,12 @@ def test_command_needing_torch_says_so_in_one_line(tmp_path: Path) -> None:
         "sys.meta_path.insert(0, Hide())\n"
         "from slurm_rl.cli import main\n"
         "main()\n")
-    for args in (["train", "--seed", "1"],
+    (tmp_path / "s.toml").write_text(
+        '[train]\niterations = 1\nworkers = 1\nimitation_epochs = 0\n'
+        '[[scenario]]\ntrace = "data:itp-deadline-cluster01.csv"\nwindows = ["0:30"]\n'
+        '[[validation]]\ntrace = "data:itp-deadline-cluster03.csv"\nwindows = ["0:30"]\n')
+    for args in (["train", "--scenarios", "s.toml", "--out", "out/x.pt"],
+                 ["train", "--scenarios", "s.toml", "--init", "x.pt", "--out", "out/x.pt"],
                  ["simulate", "--trace", "data:itp-deadline-cluster10.csv", "--format",
                   "itp-deadline", "--policy", "rl", "--load", "0.8", "--window", "0:10"]):
         proc = subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
@@ -155,6 +160,7 @@ def test_command_needing_torch_says_so_in_one_line(tmp_path: Path) -> None:
         [line] = error_lines(proc)
         assert "needs torch" in line and "download.pytorch.org/whl/cpu" in line
         assert "'torch==2.13.0+cpu'" in line and "slurm-rl[rl]" not in line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
     listing = subprocess.run([sys.executable, "-c", script, "--help"], capture_output=True,
                              text=True, timeout=60)
     assert listing.returncode == 0 and "train" in listing.stdout

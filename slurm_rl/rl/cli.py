@@ -52,9 +52,9 @@ def train_command(scenarios_path: Path | None, from_db: Path | None, init: Path 
         raise click.UsageError("--from-db needs --init CKPT (the checkpoint to fine-tune: the "
                                "one the daemon runs)")
     if init is not None:
-        try:
-            from slurm_rl.rl import model as rl_model
+        from slurm_rl.rl import model as rl_model  # (torch: without it, one line saying so)
 
+        try:
             rl_model.load(init)
         except CheckpointError as exc:
             raise click.UsageError(f"--init: checkpoint {init} does not load: {exc.reason}"
