@@ -51,6 +51,7 @@ def read_only_session(path: Path) -> Iterator[Session]:
         raise ReadOnlyError(str(exc)) from None
     if status.kind is not FileKind.OURS:
         raise ReadOnlyError(f"{path}: no slurm-rl database there (has the daemon run?)")
+
     def connect() -> sqlite3.Connection:
         con = connect_read_only(path, check_same_thread=False)
         con.execute("PRAGMA busy_timeout = 5000")
