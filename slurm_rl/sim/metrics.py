@@ -79,7 +79,11 @@ def summary(result: SimResult) -> dict[str, Any]:
 
 
 def _num(x: float) -> str:
-    return f"{x:.6g}" if not float(x).is_integer() else str(int(x))
+    """A time as the CSVs write it: whole seconds as integers, anything else at full precision
+    (repr reads back as the same float), so that an interval never seems to end before it
+    starts and GPU-seconds add up again."""
+    x = float(x)
+    return str(int(x)) if x.is_integer() else repr(x)
 
 
 def write_jobs(path: str | Path, jobs: Sequence[JobRecord]) -> None:
