@@ -66,6 +66,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/admin.md", "systemctl stop slurm-rl"): How(skip=SITE),
     ("docs/admin.md", "slurm-rl admin job-submit-lua --config /etc/slurm-rl/slurm-rl.toml "
                       "--operator slurm \\"): How(skip=SITE),
+    ("docs/admin.md", 'sacctmgr -i add account research Description="..." '
+                      'Organization="..."'):
+        How(skip=SITE + "; the test cluster's own: docker/config/accounts.sacctmgr, "
+                        "tests/cluster_users.py"),
     ("docs/admin.md", "runuser -u nobody -- sbatch --test-only --comment='{rl1:c=critical}' "
                       "--wrap true   # must be refused"):
         How(skip="run as written, with its refusal checked, by tests/test_first_hour_cluster.py"
@@ -186,6 +190,9 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/simulator.md", ".venv/bin/python benchmarks/bench_sim.py           "
                           "# every registered non-oracle policy"):
         How(skip="benchmarks of minutes; they print figures, they are not tests"),
+    ("docs/simulator.md", "for load in 0.8 1.0 1.5; do for seed in 0 1 2; do"):
+        How(skip="108 simulations, about 4 minutes: the figures of the table above it (the "
+                 "models themselves: tests/sim/test_time_limit_models.py)"),
 }
 
 

@@ -41,7 +41,7 @@ from slurm_rl.policies.rl.features import (
     features,
 )
 from slurm_rl.sim import trace as tr
-from slurm_rl.sim.config import EngineConfig
+from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import DecisionPoint, Simulator
 from slurm_rl.sim.run import load_jobs, resolve_trace_path
 from slurm_rl.splits import TRAINING
@@ -65,6 +65,8 @@ class Scenario:
     """The engine's seed (which jobs are made elastic, with `elastic_fraction`)."""
     fmt: str = "itp-deadline"
     gpus_per_node: int = 4
+    time_limit: TimeLimitEstimate | None = None
+    """The limits of jobs the trace gives none (None: the engine's, factor by default)."""
 
 
 def default_scenarios(jobs: int = 400) -> tuple[Scenario, ...]:
@@ -154,7 +156,8 @@ class SchedulingEnv(gym.Env[Obs, npt.NDArray[np.float32]]):
         jobs = self._jobs(sc)
         nodes = sc.nodes or tr.nodes_for_load(jobs, sc.load, sc.gpus_per_node)
         base = self.engine or EngineConfig(nodes=nodes, gpus_per_node=sc.gpus_per_node)
-        cfg = replace(base, nodes=nodes, gpus_per_node=sc.gpus_per_node, seed=sc.seed)
+        cfg = replace(base, nodes=nodes, gpus_per_node=sc.gpus_per_node, seed=sc.seed,
+                      time_limit=sc.time_limit or base.time_limit)
         self.sim = Simulator(jobs, _EnvDriven(), cfg)
         n = len(jobs) - self.sim.dropped
         self._scale = self.reward_scale_s or 3600.0 * max(n, 1)

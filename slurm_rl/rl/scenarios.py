@@ -7,7 +7,8 @@ checkpoint's), read and checked whole before any work starts:
     trace = "data:itp-deadline-cluster01.csv"
     windows = ["0:400", "1000:400"]
     loads = [0.8, 1.0]
-    seeds = [0]             # optional; also format, gpus_per_node
+    seeds = [0]             # optional; also format, gpus_per_node, and
+    time_limit = { model = "tsafrir" }   # limits of jobs without one (docs/simulator.md)
     [[validation]]          # same keys; windows or clusters training does not see
 
 Every key of every table is checked for its type and value; each trace must resolve (a path
@@ -27,12 +28,12 @@ from typing import Any
 
 from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.sim import trace as tr
-from slurm_rl.sim.config import describe_value
+from slurm_rl.sim.config import describe_value, time_limit_from_table
 from slurm_rl.sim.run import DATA_PREFIX, load_jobs, resolve_trace_path
 from slurm_rl.splits import HELD_OUT
 
 TABLES = ("scenario", "train", "validation")
-KEYS = ("format", "gpus_per_node", "loads", "seeds", "trace", "windows")
+KEYS = ("format", "gpus_per_node", "loads", "seeds", "time_limit", "trace", "windows")
 """The keys of a [[scenario]] or [[validation]] table."""
 
 
@@ -115,8 +116,10 @@ def _expand(e: dict[str, Any], at: str) -> list[Scenario]:
     for s in seeds:
         if isinstance(s, bool) or not isinstance(s, int):
             raise ValueError(f"{at} seeds: expected whole numbers, got {describe_value(s)}")
+    limit = (time_limit_from_table(e["time_limit"], label=f"{at} time_limit: ")
+             if "time_limit" in e else None)
     return [Scenario(trace=trace, window=w, load=float(load), seed=s, fmt=fmt,
-                     gpus_per_node=gpus)
+                     gpus_per_node=gpus, time_limit=limit)
             for w in windows for load in loads for s in seeds]
 
 

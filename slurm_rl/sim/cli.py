@@ -9,16 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from slurm_rl import policies
 from slurm_rl.checkpoint_errors import one_line
 from slurm_rl.policies.rl import RLPolicyError
 from slurm_rl.sim import metrics, run
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
-from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
+from slurm_rl.sim.config import WEEK_S, EngineConfig, TimeLimitEstimate, TimeLimitModel
 from slurm_rl.sim.results import SimulationError
 from slurm_rl.sim.run import DATA_PREFIX, Sizing, load_jobs, resolve_trace_path
 from slurm_rl.sim.trace import TraceError, TraceFormat, TraceFormatError, parse_window
+from slurm_rl.sim.tsafrir import DEFAULT_BINS, HEAD_SHARE
 
 
 def _check_window(_ctx: click.Context, param: click.Parameter, value: str | None
@@ -45,6 +47,36 @@ def _check_trace(_ctx: click.Context, param: click.Parameter, value: str) -> str
     if (resources.files("slurm_rl") / "data" / "traces" / Path(value).name).is_file():
         hint = f" (the shipped trace is --trace {DATA_PREFIX}{Path(value).name})"
     raise click.BadParameter(f"no such file: {value}{hint}", param=param)
+
+
+_TIME_LIMIT_PARAMS = {"factor": "time_limit_factor", "round_up_s": "time_limit_round",
+                      "fixed_s": "time_limit_fixed", "max_s": "time_limit_max",
+                      "bins": "time_limit_bins", "max_share": "time_limit_max_share"}
+"""TimeLimitEstimate's settings and the parameters of the flags that set them."""
+
+
+def _flag(key: str) -> str:
+    return "--" + _TIME_LIMIT_PARAMS[key].replace("_", "-")
+
+
+def _time_limit(ctx: click.Context, model: TimeLimitModel, **settings: Any
+                ) -> TimeLimitEstimate:
+    """The time-limit model of the command line: a flag another model reads is a usage error
+    naming it (it would do nothing), as is --time-limit-model fixed without a limit."""
+    given = {key for key, param in _TIME_LIMIT_PARAMS.items()
+             if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE}
+    if "fixed_s" in given and (ctx.get_parameter_source("time_limit_model")
+                               is not ParameterSource.COMMANDLINE):
+        model = TimeLimitModel.FIXED  # --time-limit-fixed alone, as before the models
+    reads = [key for key in TimeLimitEstimate.KEYS[model] if key in _TIME_LIMIT_PARAMS]
+    for key in sorted(given - set(reads)):
+        raise click.BadParameter(f"not read by --time-limit-model {model.value} (it reads "
+                                 f"{', '.join(_flag(k) for k in reads)})",
+                                 param_hint=f"'{_flag(key)}'")
+    if model is TimeLimitModel.FIXED and settings["fixed_s"] is None:
+        raise click.BadParameter("--time-limit-model fixed needs the limit (seconds)",
+                                 param_hint="'--time-limit-fixed'")
+    return TimeLimitEstimate(model=model, **settings)
 
 
 def option_value(text: str) -> Any:
@@ -80,12 +112,26 @@ def option_value(text: str) -> Any:
               help="Restart running jobs only as the daemon would live: elastic jobs only, a "
               "grow only if it saves more than the restart delay, at most N restarts per job "
               "per hour (the daemon's [resize] max_per_hour, 2 by default there).")
+@click.option("--time-limit-model", type=click.Choice([m.value for m in TimeLimitModel]),
+              default=TimeLimitModel.FACTOR.value, show_default=True,
+              help="Time limits of jobs without one: factor x run time (rounded up), one "
+              "fixed limit, or the round values users ask for (Tsafrir, Etsion & Feitelson, "
+              "JSSPP 2005).")
 @click.option("--time-limit-factor", type=click.FloatRange(min=0, min_open=True), default=2.0,
-              show_default=True, help="Estimated time limit = duration x this, ...")
+              show_default=True, help="factor: time limit = duration x this, ...")
 @click.option("--time-limit-round", type=click.FloatRange(min=0), default=3600.0,
               show_default=True, help="... rounded up to a multiple of this (s).")
 @click.option("--time-limit-fixed", type=click.FloatRange(min=0, min_open=True),
-              help="One time limit (s) for every job without one.")
+              help="fixed: one time limit (s) for every job without one (alone, it chooses "
+              "the fixed model).")
+@click.option("--time-limit-max", type=click.IntRange(min=3600), default=int(WEEK_S),
+              show_default=True, help="tsafrir: the partition's maximum limit (s).")
+@click.option("--time-limit-bins", type=click.IntRange(min=1), default=DEFAULT_BINS,
+              show_default=True, help="tsafrir: distinct values users ask for.")
+@click.option("--time-limit-max-share", type=click.FloatRange(0, HEAD_SHARE, min_open=True,
+                                                              max_open=True),
+              help="tsafrir: share of jobs asking for the maximum [default: the model's, "
+              "0.217].")
 @click.option("--no-backfill", is_flag=True, help="Strict priority order, no EASY backfill.")
 @click.option("--bf-max-job-test", type=click.IntRange(min=0), default=500, show_default=True)
 @click.option("--conservative", is_flag=True,
@@ -104,8 +150,10 @@ def option_value(text: str) -> Any:
 def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, ...],
              nodes: int | None, gpus_per_node: int, load: float | None, window: str | None,
              seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
-             max_restarts: int | None, time_limit_factor: float, time_limit_round: float,
-             time_limit_fixed: float | None, no_backfill: bool, bf_max_job_test: int,
+             max_restarts: int | None, time_limit_model: str, time_limit_factor: float,
+             time_limit_round: float, time_limit_fixed: float | None, time_limit_max: int,
+             time_limit_bins: int, time_limit_max_share: float | None,
+             no_backfill: bool, bf_max_job_test: int,
              conservative: bool, placement: str, elastic_fraction: float, audit: bool,
              jobs_out: str | None, intervals_out: str | None, as_json: bool) -> None:
     """Replay a trace through POLICY on a simulated Slurm GPU cluster (priority order + EASY
@@ -114,6 +162,10 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         raise click.UsageError("give either --nodes N (with --gpus-per-node) or --load X")
     if policy not in policies.names():
         raise click.UsageError(f"unknown policy {policy!r} (valid: {', '.join(policies.names())})")
+    time_limit = _time_limit(click.get_current_context(), TimeLimitModel(time_limit_model),
+                             factor=time_limit_factor, round_up_s=time_limit_round,
+                             fixed_s=time_limit_fixed, max_s=float(time_limit_max),
+                             bins=time_limit_bins, max_share=time_limit_max_share)
     options: dict[str, Any] = {}
     for item in policy_options:
         key, sep, value = item.partition("=")
@@ -135,8 +187,7 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
             backfill=not no_backfill,
             bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
             elastic_fraction=elastic_fraction, audit=audit,
-            time_limit=TimeLimitEstimate(factor=time_limit_factor, round_up_s=time_limit_round,
-                                         fixed_s=time_limit_fixed))
+            time_limit=time_limit)
         if not jobs:
             raise click.ClickException("the trace (window) holds no jobs")
         sizing = Sizing(gpus_per_node=gpus_per_node, nodes=nodes, load=load)

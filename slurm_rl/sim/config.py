@@ -8,44 +8,119 @@ import math
 import types
 import typing
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from enum import StrEnum
+from typing import Any, ClassVar, TypeVar
 
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
+from slurm_rl.sim.tsafrir import DEFAULT_BINS, HEAD_SHARE, histogram, uniform
+
+
+class TimeLimitModel(StrEnum):
+    """How a trace job without a time limit of its own gets one."""
+
+    FACTOR = "factor"
+    """A multiple of the job's run time, rounded up (the default)."""
+    FIXED = "fixed"
+    """One limit for every job."""
+    TSAFRIR = "tsafrir"
+    """Round values as users pick them (Tsafrir, Etsion & Feitelson, JSSPP 2005):
+    `sim/tsafrir.py`."""
+
+
+WEEK_S = 7 * 86400.0
 
 
 @dataclass(frozen=True, kw_only=True)
 class TimeLimitEstimate:
     """The Slurm time limit given to trace jobs that have none (ITP and Philly traces).
 
-    Backfill plans with time limits, as slurmctld does, so the limit matters. Users ask for
-    round, generous limits; by default a job's limit is twice its run time rounded up to a whole
-    hour: a 40-minute job gets 2 h, an 8-hour job 16 h. Set `factor = 1` and `round_up_s = 0`
-    to plan with true durations, or `fixed_s` to give every job the same limit (as the
-    sim-to-real replays do). Jobs are never killed at their limit: the trace says how long they
-    ran; a job past its limit is planned as ending now.
+    Backfill plans with time limits, as slurmctld does, so the limit matters. `model`:
+    - "factor" (the default): twice the run time rounded up to a whole hour: a 40-minute job
+      gets 2 h, an 8-hour job 16 h. `factor = 1` and `round_up_s = 0` plan with true
+      durations. A limit read this way tells a policy the run time almost exactly.
+    - "fixed": `fixed_s` for every job (as the sim-to-real replays do); `fixed_s` alone
+      chooses this model.
+    - "tsafrir": the round values users ask for, drawn per job with the engine's seed from
+      the model of Tsafrir, Etsion & Feitelson (`sim/tsafrir.py`): a fifth of the jobs ask
+      for the partition's maximum `max_s`, most of the rest for one of 19 other round values,
+      always at least the run time.
+    Jobs are never killed at their limit: the trace says how long they ran; a job past its
+    limit is planned as ending now.
     """
 
+    model: TimeLimitModel = TimeLimitModel.FACTOR
+    """factor, fixed or tsafrir."""
     factor: float = 2.0
-    """Multiple of the job's run time (at its trace GPU count)."""
+    """factor: multiple of the job's run time (at its trace GPU count)."""
     round_up_s: float = 3600.0
-    """Round the limit up to a multiple of this (0: no rounding)."""
+    """factor: round the limit up to a multiple of this (0: no rounding)."""
     fixed_s: float | None = None
-    """One limit for every job; overrides factor and rounding."""
+    """fixed: one limit for every job."""
     min_s: float = 60.0
     """Smallest limit (Slurm's limits are whole minutes)."""
+    max_s: float = WEEK_S
+    """tsafrir: the partition's maximum limit (whole seconds, at least an hour). A job that
+    ran longer asks for its run time rounded up to a whole hour."""
+    bins: int = DEFAULT_BINS
+    """tsafrir: distinct values users ask for, 20 popular ones included (the paper's count
+    for a log of 10,000 jobs)."""
+    max_share: float | None = None
+    """tsafrir: share of jobs asking for the maximum (None: the model's, 0.217)."""
+
+    KEYS: ClassVar[dict[TimeLimitModel, tuple[str, ...]]] = {
+        TimeLimitModel.FACTOR: ("factor", "round_up_s", "min_s"),
+        TimeLimitModel.FIXED: ("fixed_s",),
+        TimeLimitModel.TSAFRIR: ("max_s", "bins", "max_share", "min_s"),
+    }
+    """The settings each model reads (besides `model`)."""
 
     def __post_init__(self) -> None:
+        try:
+            model = TimeLimitModel(self.model)
+        except ValueError:
+            raise ValueError(f"model: unknown time-limit model {self.model!r} (valid: "
+                             f"{', '.join(m.value for m in TimeLimitModel)})") from None
+        if model is TimeLimitModel.FACTOR and self.fixed_s is not None:
+            model = TimeLimitModel.FIXED
+        object.__setattr__(self, "model", model)
         if self.factor <= 0 or self.round_up_s < 0 or self.min_s < 0:
             raise ValueError(f"bad time-limit estimate {self}")
         if self.fixed_s is not None and self.fixed_s <= 0:
             raise ValueError(f"fixed_s must be positive, got {self.fixed_s}")
+        if model is TimeLimitModel.FIXED and self.fixed_s is None:
+            raise ValueError("model fixed needs fixed_s (the limit in seconds)")
+        if not (math.isfinite(self.max_s) and self.max_s >= 3600
+                and float(self.max_s).is_integer()):
+            raise ValueError(f"max_s must be whole seconds, at least 3600, got {self.max_s}")
+        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 1:
+            raise ValueError(f"bins must be a whole number of at least 1, got {self.bins!r}")
+        if self.max_share is not None and not 0 < self.max_share < HEAD_SHARE:
+            raise ValueError(f"max_share must be more than 0 and less than {HEAD_SHARE} (the "
+                             f"share of the 20 popular values), got {self.max_share}")
 
     def for_duration(self, duration: float) -> float:
-        if self.fixed_s is not None:
+        """The limit of a job of this run time, for the models that read nothing else
+        (factor, fixed)."""
+        if self.model is TimeLimitModel.FIXED:
+            assert self.fixed_s is not None
             return self.fixed_s
+        if self.model is not TimeLimitModel.FACTOR:
+            raise ValueError(f"the {self.model.value} model draws per job: use for_job")
         limit = self.factor * duration
         if self.round_up_s > 0:
             limit = math.ceil(limit / self.round_up_s - 1e-9) * self.round_up_s
+        return max(limit, self.min_s)
+
+    def for_job(self, duration: float, key: str, seed: int) -> float:
+        """The limit of a job of this run time; `key` names the job in its trace and, with
+        the seed, draws its value under the tsafrir model (the same in every run)."""
+        if self.model is not TimeLimitModel.TSAFRIR:
+            return self.for_duration(duration)
+        hist = histogram(max_s=int(self.max_s), bins=self.bins, head_share=HEAD_SHARE,
+                         max_share=self.max_share, seed=seed)
+        limit = hist.draw(duration, uniform(seed, key))
+        if limit is None:  # ran longer than the maximum: the partition allowed it
+            limit = math.ceil(duration / 3600.0 - 1e-9) * 3600.0
         return max(limit, self.min_s)
 
 
@@ -203,11 +278,30 @@ def from_table(cls: type[T], table: dict[str, Any], *, where: str = "") -> T:
     kwargs: dict[str, Any] = {}
     for key, value in table.items():
         if key == "time_limit" and isinstance(value, dict):
-            value = from_table(TimeLimitEstimate, value, where=f"{where}.time_limit")
+            value = time_limit_from_table(
+                value, label=f"[{where}.time_limit] " if where else "[time_limit] ")
         else:
             _check_type(f"{label}{key}", hints.get(key), value)
         kwargs[key] = value
     return cls(**kwargs)
+
+
+def time_limit_from_table(table: object, *, label: str) -> TimeLimitEstimate:
+    """A time_limit table (`{ model = "tsafrir", max_s = 172800 }`), its model's keys only: a
+    key another model reads is refused, so that a setting never silently does nothing.
+    Errors start with `label` ("[engine.time_limit] ")."""
+    if not isinstance(table, dict):
+        raise ValueError(f"{label}must be a table, got {describe_value(table)}")
+    try:
+        est = from_table(TimeLimitEstimate, table)
+    except ValueError as exc:
+        raise ValueError(f"{label}{exc}") from None
+    valid = ("model", *TimeLimitEstimate.KEYS[est.model])
+    stray = sorted(set(table) - set(valid))
+    if stray:
+        raise ValueError(f"{label}{', '.join(stray)} not read by model {est.model.value} "
+                         f"(its keys: {', '.join(valid)})")
+    return est
 
 
 _SCALARS: dict[Any, str] = {bool: "true or false", int: "an integer", float: "a number",

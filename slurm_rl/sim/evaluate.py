@@ -13,6 +13,7 @@ Writes results.json (every run's metrics), results.md (a table: mean over seeds)
 
     [engine]                       # any EngineConfig field but nodes, gpus_per_node, seed
     tick_s = 60.0
+    time_limit = { model = "tsafrir" }   # or factor (the default), fixed: docs/simulator.md
 
     [[trace]]
     name = "cluster10"

@@ -171,13 +171,15 @@ def _intent(t: TraceJob, elastic: bool, cfg: EngineConfig) -> Intent | None:
 def make_jobs(trace: Sequence[TraceJob], cfg: EngineConfig) -> tuple[list[SimJob], int]:
     """The trace's jobs in submit order, with intents, time limits and GPU counts that the
     cluster can hold; and how many were dropped as wider than the cluster. The seed picks the
-    jobs made elastic (`elastic_fraction`)."""
+    jobs made elastic (`elastic_fraction`) and, under the tsafrir time-limit model, the limit
+    of each job (from its id and submit time, whatever the window)."""
     rng = random.Random(cfg.seed)
     jobs: list[SimJob] = []
     dropped = 0
     for t in sorted(trace, key=lambda j: j.submit):
         elastic = cfg.elastic_fraction > 0 and rng.random() < cfg.elastic_fraction
-        limit = t.time_limit_s or cfg.time_limit.for_duration(t.duration)
+        limit = t.time_limit_s or cfg.time_limit.for_job(t.duration, f"{t.id}@{t.submit!r}",
+                                                         cfg.seed)
         job = SimJob(len(jobs), t, limit=limit, intent=_intent(t, elastic, cfg))
         rng_gpus = gpu_range(job, cfg.capacity)
         if (rng_gpus[0] if rng_gpus else t.gpus) > cfg.capacity:
