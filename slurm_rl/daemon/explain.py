@@ -81,6 +81,8 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
                     "(--rl-elastic) when allowed: see the actions)")
         click.echo(f"decision at {_ts(e.at)} by {e.policy}{dry} (cycle {e.cycle_id}): "
                    f"{what}\n  reason: {e.reason}")
+        if e.guard:
+            click.echo(f"  guard: {e.guard}")
     if not info.actions:
         click.echo("actions: none")
     for a in info.actions:

@@ -14,6 +14,7 @@ from collections.abc import Callable
 
 from slurm_rl.core import ClusterSnapshot, Decision, Policy
 from slurm_rl.daemon.contract import within_capabilities
+from slurm_rl.policies.capabilities import Guarding, GuardStatus
 
 log = logging.getLogger("slurm_rl.daemon")
 
@@ -25,7 +26,13 @@ class DecisionRefused(ValueError):
 def check_decision(decision: Decision, snapshot: ClusterSnapshot) -> None:
     """Raise DecisionRefused unless every entry names a pending job once, with a whole rank
     and a positive whole GPU count (or none)."""
-    pending = {j.id for j in snapshot.jobs if j.state.is_pending}
+    pending = {j.id for j in snapshot.pending}
+    order = decision.order
+    ids = [o.job_id for o in order]
+    if len(set(ids)) == len(ids) and pending.issuperset(ids) and all(
+            type(o.rank) is int and o.rank >= 0
+            and (o.gpus is None or (type(o.gpus) is int and o.gpus >= 1)) for o in order):
+        return  # nothing to refuse (the loop below finds the first thing that is)
     seen: set[str] = set()
     for o in decision.order:
         if o.job_id not in pending:
@@ -50,6 +57,7 @@ class GuardedPolicy:
         self.name = fallback.name
         """The policy deciding now (the Policy protocol's name)."""
         self._last_error = ""
+        self._guard_switches = 0
         self.reload()
 
     @property
@@ -88,12 +96,29 @@ class GuardedPolicy:
                 if self._last_error:
                     log.info("policy %s decides again", self._label)
                     self._last_error = ""
+                self._log_guard()
                 return decision
         decision = within_capabilities(self.fallback, self.fallback.decide(snapshot), snapshot)
         return Decision(policy=decision.policy, order=decision.order,
                         resizes=decision.resizes, preemptions=decision.preemptions,
                         notes=(*decision.notes, f"fallback for {self._label}: "
                                f"{self._last_error}"))
+
+    def guard_status(self) -> GuardStatus | None:
+        """The configured policy's guard (capabilities.Guarding), None if it has none."""
+        p = self.primary
+        return p.guard_status() if isinstance(p, Guarding) else None
+
+    def _log_guard(self) -> None:
+        """One log line per switch of the policy's guard (`rl`'s queue-health guard)."""
+        st = self.guard_status()
+        if st is None or st.switches == self._guard_switches:
+            return
+        self._guard_switches = st.switches
+        if st.fallback_active:
+            log.warning("guard: on for %s because %s", self._label, st.why)
+        else:
+            log.info("guard: off for %s (no job starves)", self._label)
 
     def _report(self, line: str) -> None:
         # One line per distinct failure, not one per cycle.

@@ -22,6 +22,7 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.config import split_address
 from slurm_rl.core import JobState, JobView
+from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.db.models import Action, Job
 
 if TYPE_CHECKING:
@@ -68,6 +69,10 @@ class DaemonMetrics:
                                  registry=r)
         self.policy = Gauge("slurm_rl_policy_info", "1 for the policy deciding now",
                             ["policy"], registry=r)
+        self.guard_fallback = Gauge("slurm_rl_guard_fallback", "1 while the policy's guard "
+                                    "has its fallback decide (rl: jobs starve)", registry=r)
+        self.guard_switches = Counter("slurm_rl_guard_switches", "Switches of the policy's "
+                                      "guard to its fallback or back", registry=r)
         self.slurm_unavailable = Gauge("slurm_rl_slurm_unavailable",
                                        "1 while slurmctld does not answer", registry=r)
         self.last_cycle = Gauge("slurm_rl_last_cycle_timestamp_seconds",
@@ -82,6 +87,7 @@ class DaemonMetrics:
         started = time.time()
         self._actions_mark: tuple[float, int] = (started, 0)
         self._jobs_mark: tuple[float, str] = (started, "")
+        self._guard_mark = 0
         self._server: WSGIServer | None = None
 
     # --- serving -----------------------------------------------------------------------------
@@ -121,6 +127,7 @@ class DaemonMetrics:
         self.decisions.labels(policy=daemon.policy.name,
                               mode="dry_run" if report.dry_run else "live").inc()
         self._set_policy(daemon.policy.name)
+        self._observe_guard(daemon)
         refused = report.jobs_failed
         self.job_updates.labels(result="applied").inc(max(0, report.jobs_updated - refused))
         self.job_updates.labels(result="refused").inc(refused)
@@ -135,6 +142,16 @@ class DaemonMetrics:
         if unavailable:
             self.slurm_unavailable.set(1)
         self._set_policy(daemon.policy.name)
+
+    def _observe_guard(self, daemon: DaemonHandle) -> None:
+        policy = daemon.policy
+        st = policy.guard_status() if isinstance(policy, GuardedPolicy) else None
+        if st is None:
+            return
+        self.guard_fallback.set(1 if st.fallback_active else 0)
+        if st.switches > self._guard_mark:
+            self.guard_switches.inc(st.switches - self._guard_mark)
+        self._guard_mark = st.switches
 
     def _set_policy(self, name: str) -> None:
         self.policy.clear()

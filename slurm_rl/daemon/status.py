@@ -21,6 +21,7 @@ from sqlalchemy.orm import Session
 
 from slurm_rl.core import JobState
 from slurm_rl.daemon.forecast import Running, Waiting, forecast
+from slurm_rl.daemon.store import guard_note
 from slurm_rl.db.kinds import EntryKind
 from slurm_rl.db.models import DecisionEntry, DecisionRow, Job, JobProgress, Node
 from slurm_rl.db.readonly import ReadOnlyError, database_path, read_only_session
@@ -56,6 +57,8 @@ class QueueStatus:
     dry_run: bool | None
     gpus_total: int
     rows: tuple[StatusRow, ...]
+    guard: str = ""
+    """The last decision's note from the policy's guard ("" when it had none)."""
 
 
 def _profiled_run_s(job: Job, gpus: int) -> float | None:
@@ -146,6 +149,7 @@ def read_status(session: Session, database: str, *, now: float | None = None) ->
     return QueueStatus(database=database, as_of=last.at if last else None,
                        policy=last.policy if last else None,
                        dry_run=last.dry_run if last else None, gpus_total=gpus_total,
+                       guard=guard_note(last.notes) if last else "",
                        rows=tuple(rows))
 
 
@@ -178,6 +182,8 @@ def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> 
     mode = " (dry run)" if status.dry_run else ""
     title = (f"slurm-rl queue as of {_clock(status.as_of)}, policy {status.policy}{mode}, "
              f"{status.gpus_total} GPUs" if status.as_of else "slurm-rl: no decision recorded")
+    if status.guard:
+        title += f"\nguard: {status.guard}"
     console = Console(width=None if sys.stdout.isatty() else 160)
     if not rows:
         whose = f" of user {user}" if user is not None else ""

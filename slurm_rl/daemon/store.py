@@ -78,6 +78,18 @@ def set_notes(session: Session, decision_id: int, notes: Sequence[str]) -> None:
 
 # --- explain ----------------------------------------------------------------------------------
 
+GUARD_NOTE = "guard: "
+"""How a note from a policy's guard begins (policies/guard.py NOTE)."""
+
+
+def guard_note(notes: object) -> str:
+    """The first guard note of a decision's stored notes ("" when none)."""
+    if isinstance(notes, list):
+        for n in notes:
+            if isinstance(n, str) and n.startswith(GUARD_NOTE):
+                return n[len(GUARD_NOTE):]
+    return ""
+
 @dataclass(frozen=True, kw_only=True)
 class EntryInfo:
     kind: EntryKind
@@ -88,6 +100,8 @@ class EntryInfo:
     rank: int | None
     gpus: int | None
     reason: str
+    guard: str = ""
+    """The decision's note from the policy's guard, if it has one (policies/guard.py)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -124,7 +138,8 @@ def explain_job(session: Session, job_id: str) -> JobExplanation:
     if entry_row is not None:
         e, d = entry_row
         entry = EntryInfo(kind=e.kind, at=d.at, policy=d.policy, dry_run=d.dry_run,
-                          cycle_id=d.cycle_id, rank=e.rank, gpus=e.gpus, reason=e.reason)
+                          cycle_id=d.cycle_id, rank=e.rank, gpus=e.gpus, reason=e.reason,
+                          guard=guard_note(d.notes))
     actions = tuple(
         ActionInfo(id=a.id, kind=a.kind, status=a.status, started_at=a.started_at,
                    finished_at=a.finished_at, exit_code=a.exit_code,

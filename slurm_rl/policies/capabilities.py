@@ -12,6 +12,7 @@ change anything.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
@@ -78,6 +79,30 @@ class Gated(Protocol):
 
     def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
         ...
+
+
+@dataclass(frozen=True, kw_only=True)
+class GuardStatus:
+    """What a `Guarding` policy's guard is doing, for metrics and logs."""
+
+    fallback_active: bool
+    """The fallback decides now."""
+    switches: int
+    """Switches so far, either way (this run, or since the daemon started)."""
+    since: float | None
+    """When the current mode began (snapshot time; None: the learned policy from the start)."""
+    why: str
+    """Why the fallback decides ("" while the learned policy does)."""
+
+
+@runtime_checkable
+class Guarding(Protocol):
+    """Decides through a guard that hands the decision to a fallback policy while its rule
+    fires (`policies/guard.py`). `guard_status()`: whether the fallback decides now, the
+    switches so far and why; the simulator reports the switches, the daemon's metrics the
+    mode."""
+
+    def guard_status(self) -> GuardStatus: ...
 
 
 @runtime_checkable

@@ -62,6 +62,7 @@ from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, Policy
 from slurm_rl.policies.capabilities import (
     CycleState,
     Gated,
+    Guarding,
     Observing,
     OracleReading,
     Preempting,
@@ -256,7 +257,9 @@ class Simulator:
             jobs=tuple(self._records[j.seq] for j in self._jobs),
             intervals=tuple(self._intervals), dropped=self.dropped, decisions=self.decisions,
             preemptions=self.preemptions, resizes=self.resizes, notes=dict(self.notes),
-            note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - self._wall)
+            note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - self._wall,
+            guard_switches=(self.policy.guard_status().switches
+                            if isinstance(self.policy, Guarding) else None))
 
     # -- one instant ----------------------------------------------------------------------
 

@@ -53,3 +53,6 @@ class SimResult:
     notes: dict[str, int]
     note_samples: tuple[str, ...]
     wall_s: float
+    guard_switches: int | None = None
+    """How often a guarded policy's guard switched to its fallback or back (None: no guard,
+    capabilities.Guarding)."""

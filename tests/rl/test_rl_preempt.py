@@ -53,19 +53,24 @@ def _snap(arrived: bool = True) -> ClusterSnapshot:
     return ClusterSnapshot(time=NOW, jobs=(*run, pend), nodes=nodes)
 
 
-def test_default_is_preemptive_and_none_is_order_only() -> None:
-    p = policies.make("rl")
+def test_default_is_preemptive_and_guarded_and_none_is_order_only() -> None:
+    from slurm_rl.policies.guard import Guarded
+
+    guarded = policies.make("rl")
+    assert isinstance(guarded, Guarded) and isinstance(guarded.primary, RLPreempting)
+    assert guarded == policies.make("rl", guard="on", preempt_margin=0.0)
+    p = policies.make("rl", guard="off")
     assert isinstance(p, RLPreempting) and p.preempt_margin == 0.0
     assert isinstance(p, Preempting) and not isinstance(p, OracleReading)
-    assert p == policies.make("rl", preempt_margin=0.0)
-    assert not isinstance(policies.make("rl", preempt_margin="none"), Preempting)
-    assert not isinstance(policies.make("rl", preempt_margin=None), Preempting)
+    assert p == policies.make("rl", guard="off", preempt_margin=0.0)
+    assert not isinstance(policies.make("rl", guard="off", preempt_margin="none"), Preempting)
+    assert not isinstance(policies.make("rl", guard="off", preempt_margin=None), Preempting)
 
 
 @pytest.mark.parametrize("bad", ["x", -1.0, float("nan")])
 def test_bad_margin_is_one_clear_error(bad: object) -> None:
     with pytest.raises(ValueError, match="preempt_margin"):
-        policies.make("rl", preempt_margin=bad)
+        policies.make("rl", guard="off", preempt_margin=bad)
 
 
 def test_running_rows_show_the_remaining_time_limit() -> None:
@@ -91,7 +96,7 @@ def test_running_rows_show_the_remaining_time_limit() -> None:
 
 
 def test_preempts_what_the_network_scores_below_the_pending_job() -> None:
-    policy = policies.make("rl", preempt_margin=0.0)
+    policy = policies.make("rl", guard="off", preempt_margin=0.0)
     assert isinstance(policy, RLPreempting)
     s = _snap()
     net, _ = rl_model.load(default_checkpoint())  # torch's own forward, not the policy's
@@ -108,14 +113,14 @@ def test_preempts_what_the_network_scores_below_the_pending_job() -> None:
     # the shipped network ranks the 600 s job above the one with ~27 h left
     assert [x.job_id for x in d.preemptions] == [JobId("r0")]
     assert [o.job_id for o in d.order] == [JobId("p")]
-    assert not policies.make("rl", preempt_margin=100.0).decide(s).preemptions
+    assert not policies.make("rl", guard="off", preempt_margin=100.0).decide(s).preemptions
 
 
 def test_no_arrival_and_nothing_fits_is_futile_but_decide_still_orders() -> None:
     """The simulator skips such a call (`Gated.futile`: no job fits and none arrived); the
     daemon, which asks at every cycle, still gets the whole order and the requeues (the
     same as when the job had just arrived: the network scores the long run below it)."""
-    policy = policies.make("rl", preempt_margin=0.0)
+    policy = policies.make("rl", guard="off", preempt_margin=0.0)
     assert isinstance(policy, Gated)
     s = _snap(arrived=False)
     assert policy.futile(s, CycleState())
@@ -133,9 +138,9 @@ def test_a_run_of_protect_run_s_is_not_requeued() -> None:
                                    attained_gpu_s=4 * 7 * 3600.0)
     s7 = dataclasses.replace(s, jobs=(long_run, *s.jobs[1:]))
     assert JobId("r0") in {p.job_id for p in
-                           policies.make("rl", preempt_margin=0.0,
+                           policies.make("rl", guard="off", preempt_margin=0.0,
                                          protect_run_s="none").decide(s7).preemptions}
-    guarded = policies.make("rl", preempt_margin=0.0)
+    guarded = policies.make("rl", guard="off", preempt_margin=0.0)
     assert isinstance(guarded, RLPreempting) and guarded.protect_run_s == 6 * 3600.0
     assert JobId("r0") not in {p.job_id for p in guarded.decide(s7).preemptions}
     assert JobId("r0") not in {p.job_id for p in policies.make(

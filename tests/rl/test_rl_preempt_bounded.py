@@ -52,7 +52,8 @@ def test_with_rescore_0_it_decides_as_the_straightforward_version() -> None:
     plans, the same order and the same requeues; where it answers nothing, the reference
     requeues nothing either, except at instants where nothing fits, a job arrived and no
     arriving job could requeue anything on its own (the documented difference)."""
-    policy = policies.make("rl", preempt_margin=0.0, rescore_s=0.0, protect_run_s="none")
+    policy = policies.make("rl", guard="off", preempt_margin=0.0, rescore_s=0.0,
+                           protect_run_s="none")
     assert isinstance(policy, RLPreempting)
     points, requeued, both, pairs = _side_by_side(policy)
     assert requeued > 10  # (the window exercises preemption)
@@ -72,7 +73,7 @@ def test_with_rescore_0_it_decides_as_the_straightforward_version() -> None:
 def test_default_requeues_on_scores_at_most_rescore_s_old() -> None:
     """With kept scores (rescore_s default), every job a decision requeues has a kept score at
     most rescore_s old, below the lowest score the network gives the movers + the margin."""
-    policy = policies.make("rl", preempt_margin=0.0)
+    policy = policies.make("rl", guard="off", preempt_margin=0.0)
     assert isinstance(policy, RLPreempting) and policy.rescore_s > 0
     jobs = _jobs()
     seen = 0
@@ -95,7 +96,7 @@ def test_default_requeues_on_scores_at_most_rescore_s_old() -> None:
 def test_kept_scores_against_the_straightforward_version() -> None:
     """Kept scores (default rescore_s, no guard) requeue at most of the points the reference
     does; the test prints how many agree."""
-    policy = policies.make("rl", preempt_margin=0.0, protect_run_s="none")
+    policy = policies.make("rl", guard="off", preempt_margin=0.0, protect_run_s="none")
     assert isinstance(policy, RLPreempting)
     points, requeued, both, pairs = _side_by_side(policy)
     same = sum(1 for r, b, _, _ in pairs if r.preemptions and r.preemptions == b.preemptions)
@@ -106,7 +107,7 @@ def test_kept_scores_against_the_straightforward_version() -> None:
 
 
 def test_reset_forgets_the_kept_scores_and_a_rerun_is_identical() -> None:
-    policy = policies.make("rl", preempt_margin=0.0)
+    policy = policies.make("rl", guard="off", preempt_margin=0.0)
     assert isinstance(policy, RLPreempting)
     jobs = _jobs()
     def run() -> list[tuple[str, float, float, int]]:
@@ -125,14 +126,14 @@ def test_reset_forgets_the_kept_scores_and_a_rerun_is_identical() -> None:
                                                ("protect_gpus", "x"), ("protect_run_s", -5)])
 def test_bad_options_are_one_clear_error(option: str, value: object) -> None:
     with pytest.raises(ValueError, match=option):
-        policies.make("rl", preempt_margin=0.0, **{option: value})
+        policies.make("rl", guard="off", preempt_margin=0.0, **{option: value})
 
 
 def test_guard_options_need_preemption() -> None:
-    assert policies.make("rl", max_restarts=1) == policies.make("rl", preempt_margin=0.0,
-                                                                max_restarts=1)
+    assert policies.make("rl", guard="off", max_restarts=1) == policies.make(
+        "rl", guard="off", preempt_margin=0.0, max_restarts=1)
     with pytest.raises(ValueError, match="not with preempt_margin=none"):
-        policies.make("rl", preempt_margin="none", max_restarts=1)
+        policies.make("rl", guard="off", preempt_margin="none", max_restarts=1)
 
 
 def test_some_rows_are_the_rows_features_gives() -> None:
