@@ -34,6 +34,8 @@ _COMMANDS: dict[str, tuple[str, str]] = {
            "Run policies x traces x loads x seeds; write a Markdown table, JSON and plots."),
     "policies": ("slurm_rl.cli:policies_command",
            "List the registered scheduling policies."),
+    "trace": ("slurm_rl.sim.trace_cli:trace",
+           "Synthetic traces from seeded workload families (docs/simulator.md)."),
     "gittins-table": ("slurm_rl.sim.gittins_build:gittins_table",
            "The Gittins-index table of the `gittins` policy."),
     "train": ("slurm_rl.rl.cli:train_command",
