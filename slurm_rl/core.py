@@ -193,11 +193,22 @@ class ClusterSnapshot:
 
     @property
     def pending(self) -> tuple[JobView, ...]:
-        return tuple(j for j in self.jobs if j.state.is_pending)
+        """The pending jobs, in `jobs` order (found once per snapshot: the daemon and the
+        policies read it several times a cycle, and `jobs` never changes)."""
+        d = self.__dict__
+        found: tuple[JobView, ...] | None = d.get("_pending_jobs")
+        if found is None:
+            found = d["_pending_jobs"] = tuple(j for j in self.jobs if j.state.is_pending)
+        return found
 
     @property
     def running(self) -> tuple[JobView, ...]:
-        return tuple(j for j in self.jobs if j.state.is_running)
+        """The running jobs, in `jobs` order (found once per snapshot, as `pending`)."""
+        d = self.__dict__
+        found: tuple[JobView, ...] | None = d.get("_running_jobs")
+        if found is None:
+            found = d["_running_jobs"] = tuple(j for j in self.jobs if j.state.is_running)
+        return found
 
     @property
     def running_ids(self) -> frozenset[JobId]:

@@ -46,17 +46,20 @@ class JobState(enum.Enum):
         except ValueError:
             raise ValueError(f"unknown Slurm job state {text!r}") from None
 
+    _pending: bool
+    _running: bool
+
     @property
     def is_pending(self) -> bool:
-        return self in _PENDING_LIKE
+        return self._pending
 
     @property
     def is_running(self) -> bool:
-        return self in _RUNNING_LIKE
+        return self._running
 
     @property
     def is_finished(self) -> bool:
-        return not (self.is_pending or self.is_running)
+        return not (self._pending or self._running)
 
 
 _PENDING_LIKE = frozenset(
@@ -67,6 +70,12 @@ _RUNNING_LIKE = frozenset(
     {JobState.RUNNING, JobState.SUSPENDED, JobState.COMPLETING, JobState.CONFIGURING,
      JobState.RESIZING, JobState.SIGNALING, JobState.STAGE_OUT, JobState.STOPPED}
 )
+# Looked up on the member (asked of every job several times a cycle; an Enum's __hash__ is
+# Python code, so a set lookup costs several times more).
+for _state in JobState:
+    _state._pending = _state in _PENDING_LIKE
+    _state._running = _state in _RUNNING_LIKE
+del _state
 
 
 class NodeState(enum.Enum):

@@ -231,6 +231,9 @@ class ClaimChecker:
     # --- views --------------------------------------------------------------------------------
     def _annotate(self, snapshot: ClusterSnapshot, ratios: Mapping[str, float],
                   overrun: set[JobId]) -> ClusterSnapshot:
+        if not overrun and all(r == 1.0 for r in ratios.values()):
+            self._views = {}  # no view to rebuild (the usual case: no record stretches claims)
+            return snapshot
         views = self._views
         kept: dict[JobId, tuple[JobView, JobView]] = {}
         jobs: list[JobView] = []

@@ -18,6 +18,7 @@ import click
 from slurm_rl.cli_common import parse_policy_options, setup_logging
 from slurm_rl.config import Actuation, Config, ConfigError, Scope, load_config, seconds_option
 from slurm_rl.core import Policy
+from slurm_rl.daemon.collector import collect_less
 from slurm_rl.daemon.guarded import GuardedPolicy
 from slurm_rl.daemon.trust import Grants
 from slurm_rl.slurm.adapter import ScopeRule, partitions_scope, rlsbatch_scope
@@ -324,6 +325,7 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
              chosen.label, options.actuation.value, " DRY RUN" if options.dry_run else "",
              scope, f" and name {only_name_prefix}*" if only_name_prefix else "",
              interval, path)
+    collect_less()  # collector.py: no full collection in the middle of most cycles
     try:
         code = the_daemon.run(stop, interval_s=interval, once=once,
                               backoff=Backoff(initial_s=dc.backoff_initial_s,

@@ -7,7 +7,10 @@ of what it refused (docs/security.md).
   within the partition's limits read from Slurm);
 - records the poll could not parse are stored in `quarantined_records` and logged once.
 Findings become job events once per job and kind. One job that fails here is left out of the
-cycle (logged, quarantined), never the cycle itself.
+cycle (logged, quarantined), never the cycle itself. Vetting is pure, so a job whose polled view
+(the poll keeps an unchanged record's view object), first intent, grants and limits are those of
+the last cycle is not vetted again: the same view goes to the policy, which keeps its own work
+per view object.
 """
 
 from __future__ import annotations
@@ -50,6 +53,22 @@ class Admitted:
     quarantined: int
 
 
+_NO_OVERRIDE = object()
+"""A job whose first intent is the one it shows (not in the overrides)."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Vetted:
+    """One job through the gate: vetting is pure in the polled view, the first intent, the
+    grants and the limits, so while those are the same its outcome is."""
+
+    polled: JobView
+    first: object
+    """The override it was admitted with (an Intent, None, or _NO_OVERRIDE)."""
+    view: JobView
+    found: tuple[Finding, ...]
+
+
 class Gate:
     def __init__(self, adapter: SlurmAdapter, grants: Grants) -> None:
         self.adapter = adapter
@@ -62,6 +81,10 @@ class Gate:
         self._accounting = False
         self.assoc: dict[tuple[str, str, str], TresLimits] = {}
         """Association GPU and CPU limits (slurmdbd only), read with the partitions."""
+        self._vetted: dict[JobId, _Vetted] = {}
+        """Each job admitted last cycle: what was made of it, kept while its polled view is the
+        same object with the same first intent, under the same grants and limits."""
+        self._vetted_under: tuple[Grants, object, object] | None = None
 
     def _check_enforcement(self) -> None:
         """Account and QOS grants count only where slurmctld enforces them (docs/security.md);
@@ -112,12 +135,26 @@ class Gate:
         self._check_enforcement()
         n_quarantined = self._quarantine(session, (*polled.quarantined, *polled.bad_nodes), now)
         limits = self.limits(polled.nodes, now)
+        under = (self.grants, limits, self.assoc)
+        if under != self._vetted_under:
+            self._vetted, self._vetted_under = {}, under
+        vetted, kept = self._vetted, {}
         records = None
         out: list[JobView] = []
         findings: list[Finding] = []
         for job in polled.jobs:
             if job.state.is_finished:
                 continue
+            override = overrides.get(job.id, _NO_OVERRIDE)
+            hit = vetted.get(job.id)
+            if hit is not None and hit.polled is job and hit.first is override:
+                kept[job.id] = hit
+                out.append(hit.view)
+                if hit.found:
+                    findings.extend(f for f in hit.found
+                                    if (f.job_id, f.kind.value) not in self._reported)
+                continue
+            polled_view = job
             if job.id in overrides:
                 first = overrides[job.id]
                 if first is None:
@@ -139,8 +176,10 @@ class Gate:
                     job_id=job.id, reason=f"vetting failed: {type(exc).__name__}: {exc}"[:200],
                     excerpt="", first_time=True)], now)
                 continue
+            kept[job.id] = _Vetted(polled=polled_view, first=override, view=job, found=found)
             out.append(job)
             findings.extend(f for f in found if (f.job_id, f.kind.value) not in self._reported)
+        self._vetted = kept
         self._record(session, findings, now)
         live = {j.id for j in polled.jobs}
         self._reported = {k for k in self._reported if k[0] in live}

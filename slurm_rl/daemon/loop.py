@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 from sqlalchemy.orm import Session, sessionmaker
 
-from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, JobView, Policy
+from slurm_rl.core import ClusterSnapshot, Decision, Intent, JobId, JobOrder, JobView, Policy
 from slurm_rl.daemon import reconcile
 from slurm_rl.daemon.actuator import (
     BatchResult,
@@ -101,6 +101,8 @@ class _Recorded:
     """Decision entries stored (only what changed since the last stored ones)."""
     keys: dict[JobId, tuple[int, int | None, str]]
     """Per job stored now: (value, GPUs, reason), remembered once committed."""
+    orders: dict[JobId, JobOrder]
+    """Every entry of the decision by job: once committed, what is stored for each is its key."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -151,6 +153,9 @@ class Daemon:
         self._known: dict[JobId, int] | None = None
         # What was last stored per job (value, gpus, reason): unchanged entries are not stored.
         self._stored: dict[JobId, tuple[int, int | None, str]] = {}
+        # The last recorded decision's entries: the same JobOrder object again (policies that
+        # keep unchanged entries return them) has the key stored for it, unread.
+        self._recorded: dict[JobId, JobOrder] = {}
 
     def reconfigure(self, *, policy: Policy | None, options: DaemonOptions) -> None:
         """handle.DaemonHandle: a new policy (None: keep it) and options from the next cycle;
@@ -161,6 +166,8 @@ class Daemon:
             self.gate = Gate(self.adapter, options.grants)
         if options.claims != self.options.claims:
             self.claims = ClaimChecker(options.claims)
+        if options.scale != self.options.scale:
+            self._recorded = {}
         self.options = options
 
     # --- one cycle ----------------------------------------------------------------------------
@@ -179,6 +186,7 @@ class Daemon:
             recorded = self._record_decision(session, decided.decision, seen.cycle_id, now)
             session.commit()
             self._stored.update(recorded.keys)
+            self._recorded = recorded.orders
             t4 = time.perf_counter()
             batch_failed = 0
             if not self.options.dry_run and decided.plan.changes:
@@ -307,16 +315,22 @@ class Daemon:
         keys to remember once committed."""
         changed = []
         keys: dict[JobId, tuple[int, int | None, str]] = {}
+        last, stored_keys, value = self._recorded, self._stored, self.options.scale.value
+        orders: dict[JobId, JobOrder] = {}
         for o in decision.order:
-            key = (self.options.scale.value(o.rank), o.gpus, o.reason)
-            if self._stored.get(o.job_id) != key:
-                keys[o.job_id] = key
+            job_id = o.job_id
+            orders[job_id] = o
+            if last.get(job_id) is o:
+                continue  # recorded last cycle: its key is the stored one
+            key = (value(o.rank), o.gpus, o.reason)
+            if stored_keys.get(job_id) != key:
+                keys[job_id] = key
                 changed.append(o)
         kept = replace(decision, order=tuple(changed))
         decision_id = record_decision(session, kept, cycle_id=cycle_id, at=now,
                                       dry_run=self.options.dry_run)
         stored = len(changed) + len(decision.resizes) + len(decision.preemptions)
-        return _Recorded(decision_id=decision_id, entries=stored, keys=keys)
+        return _Recorded(decision_id=decision_id, entries=stored, keys=keys, orders=orders)
 
     def _act(self, session: Session, plan: ChangePlan, cycle_id: int, decision_id: int) -> int:
         """Run the plan's changes: PLANNED rows first, one scontrol, then DONE/FAILED rows."""
@@ -403,6 +417,7 @@ class Daemon:
             if self._known is not None:
                 self._known.pop(job_id, None)
             self._stored.pop(job_id, None)
+            self._recorded.pop(job_id, None)
 
     def _forget_finished(self, snapshot: ClusterSnapshot) -> None:
         pending = {j.id for j in snapshot.pending}
@@ -411,6 +426,8 @@ class Daemon:
                 del self._known[job]
         for job in [j for j in self._stored if j not in pending]:
             del self._stored[job]
+        for job in [j for j in self._recorded if j not in pending]:
+            del self._recorded[job]
 
     def _failpoint(self, name: str) -> None:
         if self.options.failpoint == name:

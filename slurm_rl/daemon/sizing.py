@@ -193,8 +193,9 @@ class Sizer:
                  and (j.intent.gpus_min is not None or j.intent.gpus_max is not None)]
         if not maybe:
             return []
+        ids = {j.id for j in maybe}
         reasons = {e.record.job_id: e.record.reason for e in polled.entries.values()
-                   if e.record.job_id in {j.id for j in maybe}}
+                   if e.record.job_id in ids}
         retry = set(unfinished_sizing(session, [j.id for j in maybe if j.gpus > 0]))
         out = [j for j in maybe if awaiting_sizing(j, reasons.get(j.id, ""), j.id in retry)]
         self.ratios = {}
@@ -297,6 +298,13 @@ def unfinished_sizing(session: Session, job_ids: Sequence[JobId]) -> list[JobId]
     """Of `job_ids`, those whose latest SIZE_RELEASE action did not finish DONE (of the actions
     planned since the job's submit time: an older one was for another job of the same id)."""
     if not job_ids:
+        return []
+    # Only a job with a SIZE_RELEASE action not DONE can be one: found through the status
+    # index (nearly always none), before the query over every job asked about.
+    unfinished = [s for s in ActionStatus if s is not ActionStatus.DONE]
+    if session.execute(select(_actions.c.id).where(
+            _actions.c.status.in_(unfinished),
+            _actions.c.kind == ActionKind.SIZE_RELEASE).limit(1)).first() is None:
         return []
     rows = session.execute(
         select(_action_jobs.c.job_id, _actions.c.status)

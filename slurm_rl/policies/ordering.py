@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import operator
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress, pairwise
 
 from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, id_key
@@ -38,12 +38,17 @@ Ranked = tuple[JobView, Reason, int | None]
 
 
 def orders(ranked: Iterable[Ranked], *, reuse: tuple[Sequence[Ranked], tuple[JobOrder, ...]]
-           | None = None) -> tuple[JobOrder, ...]:
+           | None = None, kept: Mapping[JobId, JobOrder] | None = None
+           ) -> tuple[JobOrder, ...]:
     """JobOrders with consecutive ranks from (job, reason, gpus or None) in rank order.
 
     `reuse`: the ranking and orders of an earlier call: its JobOrders are kept for the longest
     common prefix (the same entries, identical or equal, at the same ranks), so a ranking that
-    changed at its end costs only that end."""
+    changed at its end costs only that end.
+
+    `kept`: JobOrders of an earlier call by job: where an entry's reason is a str and that
+    job's earlier JobOrder has the same rank, GPUs and reason (already read as a str), that
+    JobOrder is returned again, so that whoever stored it can tell it unchanged by identity."""
     ranked = ranked if isinstance(ranked, Sequence) else list(ranked)
     out: list[JobOrder] = []
     if reuse is not None:
@@ -58,6 +63,12 @@ def orders(ranked: Iterable[Ranked], *, reuse: tuple[Sequence[Ranked], tuple[Job
     new, cls = object.__new__, JobOrder
     for rank in range(len(out), len(ranked)):
         job, reason, gpus = ranked[rank]
+        if kept is not None and type(reason) is str:
+            old = kept.get(job.id)
+            if old is not None and old.rank == rank and old.gpus == gpus and (
+                    old.__dict__["reason"] == reason):
+                out.append(old)
+                continue
         order = new(cls)
         d = order.__dict__
         d["job_id"] = job.id

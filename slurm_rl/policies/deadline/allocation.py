@@ -238,11 +238,19 @@ class Allocation:
             if sh is not None and sh.gpus > rj.view.gpus and self._try(
                     self.size, rj, sh.gpus, urgent=True):
                 self.notes[jid] = f"grow to {sh.gpus} GPUs to meet its deadline"
-        planned = sorted((j for j in self.jobs if fate[j.view.id] in
-                          (Fate.RESERVED, Fate.UNKNOWN)), key=_plan_key)
-        rest = sorted((j for j in self.jobs if fate[j.view.id] in
-                       (Fate.LATE, Fate.CAPPED, Fate.NONE)), key=_be_key)
-        demoted = [j for j in self.jobs if fate[j.view.id] is Fate.DEMOTED]
+        planned: list[Job] = []  # reserved or unknown
+        rest: list[Job] = []  # late, capped, none
+        demoted: list[Job] = []
+        for j in self.jobs:
+            f = fate[j.view.id]
+            if f is Fate.RESERVED or f is Fate.UNKNOWN:
+                planned.append(j)
+            elif f is Fate.DEMOTED:
+                demoted.append(j)
+            else:
+                rest.append(j)
+        planned.sort(key=_plan_key)
+        rest.sort(key=_be_key)
         for j in planned:
             sh = self.share[j.view.id]
             if not j.view.held and sh.start <= now:

@@ -57,6 +57,9 @@ class Job:
     clock only moves on)."""
     order: tuple[bool, float, float, tuple[tuple[int, str], ...]] | None = None
     """Its best-effort order (`be_order`, worked out once)."""
+    why: tuple[tuple[object, ...], str] | None = None
+    """Its last reason once read, with what of the plan it was made from (policy.py
+    `_why_key`): the same again gives the same text without formatting it."""
 
     def rem(self, g: int) -> float:
         """Predicted remaining time at g GPUs (unknown: inf)."""

@@ -50,11 +50,15 @@ Cost (docs/policies.md): what a pending job's view alone decides (estimate, coun
 times, order keys, past hope) is kept while the view is the same object (state.py: the one
 object the policy keeps, `Stateful`); the running jobs' profile is built only once a job does
 not fit now. tests/policies/test_deadline_fast.py
-checks it against the same rules written plainly (reference_deadline.py).
+checks it against the same rules written plainly (reference_deadline.py). A reason, once read
+(the daemon reads all of them every cycle), is kept with what of the plan it was made from
+(`_why_key`), and an entry whose rank, count and reason are unchanged is the last decision's
+JobOrder again; tests/policies/test_deadline_kept.py checks both against a fresh policy.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -147,23 +151,32 @@ class DeadlinePolicy:
         ranked_jobs = r.allocate()
         r.spare()
         resizes, preempts = _changes(r)
-        return Decision(policy=self.name, order=orders(self._ranked(r, ranked_jobs)),
-                        resizes=resizes, preemptions=preempts)
+        ranked, known = self._ranked(r, ranked_jobs)
+        made = orders(ranked, kept={o.job_id: o for o in state.orders} if known else None)
+        state.orders = made
+        return Decision(policy=self.name, order=made, resizes=resizes, preemptions=preempts)
 
-    def _ranked(self, r: Allocation, ranked_jobs: list[Job]) -> list[Ranked]:
+    def _ranked(self, r: Allocation, ranked_jobs: list[Job]) -> tuple[list[Ranked], int]:
         """Each pending job in rank order with its reason and, for a job with a GPU range,
-        its count: where it starts now, else its share, else its first count."""
+        its count: where it starts now, else its share, else its first count; and how many
+        reasons were known already (the same as when last read: `_why_key`)."""
         ranked: list[Ranked] = []
+        known = 0
         start, share, reason = r.start, r.share, partial(_why, r, self.urgent_share)
         for j in ranked_jobs:
             if not j.ranged:  # most jobs: no count to give
-                ranked.append((j.view, partial(reason, j, j.counts[0]), None))
-                continue
-            jid = j.view.id
-            sh = share.get(jid)
-            g = start.get(jid, sh.gpus if sh is not None else j.counts[0])
-            ranked.append((j.view, partial(reason, j, g), g))
-        return ranked
+                g, given = j.counts[0], None
+            else:
+                jid = j.view.id
+                sh = share.get(jid)
+                g = given = start.get(jid, sh.gpus if sh is not None else j.counts[0])
+            w = j.why
+            if w is not None and w[0] == _why_key(r, j, g):
+                ranked.append((j.view, w[1], given))
+                known += 1
+            else:
+                ranked.append((j.view, _Remembered(j, r, partial(reason, j, g), g), given))
+        return ranked, known
 
     def _capped(self, snapshot: ClusterSnapshot, urgent: list[tuple[Job, int]]) -> set[JobId]:
         """Reserved pending jobs (job, share) over their user's urgent share (urgency.py),
@@ -190,6 +203,42 @@ def _changes(r: Allocation) -> tuple[tuple[Resize, ...], tuple[Preempt, ...]]:
 
 
 # -- reasons, formatted only when read (each rank holds a `partial` of `_why`) ----------------
+
+class _Remembered:
+    """A job's reason, formatted when first read and then kept in its `Job` record with what
+    of the plan it was made from (`_why_key`), unless that names a time relative to now."""
+
+    __slots__ = ("g", "job", "make", "plan")
+
+    def __init__(self, job: Job, plan: Allocation, make: Callable[[], str], g: int) -> None:
+        self.job, self.plan, self.make, self.g = job, plan, make, g
+
+    def __call__(self) -> str:
+        text = self.make()
+        key = _why_key(self.plan, self.job, self.g)
+        if key is not None:
+            self.job.why = (key, text)
+        return text
+
+
+def _why_key(r: Allocation, j: Job, g: int) -> tuple[object, ...] | None:
+    """Everything of the plan `_why(r, share, j, g)` reads besides the job's own record (which
+    is fixed for its view), or None where its text depends on the time (a planned start in some
+    time, a deadline some time away)."""
+    jid = j.view.id
+    fate = r.fate[jid]
+    if fate is Fate.DEMOTED:
+        return None
+    grown = jid in r.grown
+    if fate is Fate.RESERVED:
+        sh = r.share[jid]
+        if sh.start > r.now:
+            return None
+        return (fate, g, grown, sh.gpus, sh.dur)
+    if fate is Fate.UNKNOWN:
+        return (fate, g, grown, r.share[jid].gpus)
+    return (fate, g, grown, jid in r.start)
+
 
 def _why(r: Allocation, share: float, j: Job, g: int) -> str:
     jid = j.view.id

@@ -1,14 +1,17 @@
 """What `DeadlinePolicy` keeps between calls: one object it owns, forgotten by `reset()`.
 
 Nothing in it changes a decision; it saves work. Bounded: one `Job` record per pending job of
-the last `decide` and one placement shape per pending job of the last `futile` (those of jobs
-no longer pending are dropped at every call), one cluster shape and one running set's
-resizable ids.
+the last `decide` (with its last reason read) and one placement shape per pending job of the
+last `futile` (those of jobs no longer pending are dropped at every call), the last decision's
+JobOrders, the last pending views with their managed ones in submit order, one cluster shape
+and one running set's resizable ids.
 """
 
 from __future__ import annotations
 
-from slurm_rl.core import ClusterSnapshot, JobId, JobView
+import operator
+
+from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobView
 from slurm_rl.policies.capacity import Capacity, fewest_gpus, job_parts
 from slurm_rl.policies.deadline.jobs import Job, make_job, resizable
 from slurm_rl.policies.ordering import managed_pending
@@ -20,7 +23,8 @@ class DeadlineState:
     on), for one cluster shape; and the ids of the running jobs the policy may resize, kept with
     the running set (`running_ids` object) they were found in."""
 
-    __slots__ = ("_elastic", "_jobs", "_parts", "_parts_cap", "_running_ids", "_shape")
+    __slots__ = ("_elastic", "_jobs", "_parts", "_parts_cap", "_running_ids", "_shape",
+                 "_sorted", "orders")
 
     def __init__(self) -> None:
         self._jobs: dict[JobId, Job] = {}
@@ -29,9 +33,15 @@ class DeadlineState:
         self._elastic: frozenset[JobId] = frozenset()
         self._parts: dict[JobId, tuple[JobView, tuple[int, ...]]] = {}
         self._parts_cap = -1
+        self._sorted: tuple[tuple[JobView, ...], list[JobView]] | None = None
+        self.orders: tuple[JobOrder, ...] = ()
+        """The last decision's JobOrders (`ordering.orders` returns one again where it is
+        unchanged and its reason was read)."""
 
     def reset(self) -> None:
         self._jobs.clear()
+        self._sorted = None
+        self.orders = ()
         self._shape = self._running_ids = None
         self._elastic = frozenset()
         self._parts.clear()
@@ -62,13 +72,25 @@ class DeadlineState:
             self._jobs.clear()
             self._shape = (node_cap, total)
         now, old, jobs = snapshot.time, self._jobs, {}
-        for v in managed_pending(snapshot):
+        for v in self._managed_pending(snapshot):
             j = old.get(v.id)
             if j is None or j.view is not v:
                 j = make_job(v, now, node_cap, total)
             jobs[v.id] = j
         self._jobs = jobs
         return list(jobs.values())
+
+    def _managed_pending(self, snapshot: ClusterSnapshot) -> list[JobView]:
+        """`managed_pending(snapshot)`: the one of the last call again while the snapshot's
+        pending views are the same objects in the same order (sorting them is what costs)."""
+        pending = snapshot.pending
+        last = self._sorted
+        if last is not None and (last[0] is pending or (
+                len(last[0]) == len(pending) and all(map(operator.is_, last[0], pending)))):
+            return last[1]
+        found = managed_pending(snapshot)
+        self._sorted = (pending, found)
+        return found
 
     def elastic_ids(self, snapshot: ClusterSnapshot) -> frozenset[JobId]:
         """Ids of the running jobs it may resize: kept with the running set they were found in,
