@@ -304,6 +304,8 @@ class Guarded:
 
 
 def _span(s: float) -> str:
+    if s < 60:
+        return f"{s:.0f} s"
     if s < 3600:
         return f"{s / 60:.0f} min"
     if s < 86400:
