@@ -60,10 +60,12 @@ smoke-native: system-deps
 	  $(NATIVE) docker/cluster down >/dev/null || true; fi; \
 	exit $$rc
 
-# Debian packages: Slurm (slurmctld, slurmd, client), munge, and Python's venv.
+# Debian packages: Slurm (slurmctld, slurmd, slurmdbd, client), munge, MariaDB (slurmdbd's
+# accounting on the native launcher), and Python's venv.
 system-deps:
 	@missing=""; \
-	for cmd in slurmctld:slurmctld slurmd:slurmd sbatch:slurm-client munged:munge; do \
+	for cmd in slurmctld:slurmctld slurmd:slurmd slurmdbd:slurmdbd sbatch:slurm-client \
+	           munged:munge mariadbd:mariadb-server; do \
 	  command -v $${cmd%%:*} >/dev/null 2>&1 || missing="$$missing $${cmd##*:}"; \
 	done; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \

@@ -11,11 +11,14 @@
     docker/cluster --engine docker client CMD...   CMD in a client container (login node) of
                                             the cluster's Slurm version, in the current dir
 
-One slurmctld container and four slurmd containers (node1..node4: 8 CPUs, 16000 MB, 4 fake
-GPUs each) on their own bridge network with fixed addresses; every container runs its own
-munged with one shared key. slurm.conf is docker/config/slurm.conf.in with the host, node and
-port lines replaced, and is the same file for the containers and for the host's client commands:
-the host reaches slurmctld at its address on the bridge and authenticates through a private
+One slurmdbd container (`NAME-dbd`: MariaDB and slurmdbd, the accounting), one slurmctld
+container and four slurmd containers (node1..node4: 8 CPUs, 16000 MB, 4 fake GPUs each) on
+their own bridge network with fixed addresses; every container runs its own munged with one
+shared key. `up` starts the dbd container first, loads docker/config/accounts.sacctmgr once
+slurmdbd answers (slurmctld refuses to start on a new cluster without it), then the others.
+slurm.conf is docker/config/slurm.conf.in with the host, node and port lines replaced, and is
+the same file for the containers and for the host's client commands: the host reaches
+slurmctld (and slurmdbd) at its address on the bridge and authenticates through a private
 munged of its own (same key, socket under the cluster directory).
 
 Environment:
@@ -45,11 +48,13 @@ import docker_image
 from docker_host import (
     NODES,
     host_client_fits,
+    load_accounts,
     munged_pid,
     nodes_ready,
     sinfo,
     start_host_munged,
     stop_host_munged,
+    wait_dbd,
 )
 from docker_image import ImageError, log
 
@@ -58,6 +63,8 @@ REPO = HERE.parent
 GPUS_PER_NODE = 4
 CTLD_PORT = 6817  # inside the containers' own network namespaces: no clash with the host
 SLURMD_PORT = 6818
+DBD_PORT = 6819
+DB_PORT = 3306  # MariaDB, on the dbd container's loopback only
 LABEL = "slurm-rl.cluster"
 
 
@@ -104,10 +111,18 @@ class Settings:
         return str(self.subnet.network_address + k)
 
     def containers(self) -> dict[str, str]:
-        """container name -> role argument list head ("slurmctld" or the node name)."""
-        out = {f"{self.name}-slurmctld": "slurmctld"}
+        """container name -> role ("slurmdbd", "slurmctld" or the node name), in start order."""
+        out = {f"{self.name}-dbd": "slurmdbd", f"{self.name}-slurmctld": "slurmctld"}
         out.update({f"{self.name}-{n}": n for n in NODES})
         return out
+
+    def role_ip(self, role: str) -> str:
+        """Fixed addresses: .2 slurmctld, .3 slurmdbd, .11-.14 the nodes."""
+        if role == "slurmctld":
+            return self.ip(2)
+        if role == "slurmdbd":
+            return self.ip(3)
+        return self.ip(10 + int(role.removeprefix("node")))
 
 
 def _top_dirs(paths: list[str]) -> list[str]:
@@ -118,10 +133,13 @@ def _top_dirs(paths: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------------- rendering
 def render(s: Settings) -> dict[str, str]:
-    """slurm.conf, gres.conf, plugstack.conf and job_submit.lua for the dockerized cluster."""
+    """slurm.conf, gres.conf, plugstack.conf, job_submit.lua and slurmdbd.conf for the
+    dockerized cluster."""
     subst = {"SLURM_RL_DIR": str(s.dir), "SLURM_RL_CTLD_PORT": str(CTLD_PORT),
              "SLURM_RL_SLURMD_PORT_FIRST": str(SLURMD_PORT),
-             "SLURM_RL_SLURMD_PORT_LAST": str(SLURMD_PORT)}
+             "SLURM_RL_SLURMD_PORT_LAST": str(SLURMD_PORT),
+             "SLURM_RL_DBD_HOST": s.role_ip("slurmdbd"), "SLURM_RL_DBD_PORT": str(DBD_PORT),
+             "SLURM_RL_DB_PORT": str(DB_PORT)}
 
     def fill(name: str) -> str:
         text = (HERE / "config" / name).read_text()
@@ -136,12 +154,13 @@ def render(s: Settings) -> dict[str, str]:
             line = f"SlurmctldHost=slurmctld({s.ip(2)})"
         elif line.startswith("NodeName="):
             hw = line[line.index(" CPUs="):]
-            line = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={s.ip(11 + i)}"
-                             f" Port={SLURMD_PORT}{hw}" for i, n in enumerate(NODES))
+            line = "\n".join(f"NodeName={n} NodeHostname={n} NodeAddr={s.role_ip(n)}"
+                             f" Port={SLURMD_PORT}{hw}" for n in NODES)
         lines.append(line)
     return {"slurm.conf": "\n".join(lines) + "\n", "gres.conf": fill("gres.conf.in"),
             "plugstack.conf": fill("plugstack.conf.in"),
-            "job_submit.lua": (HERE / "config" / "job_submit.lua").read_text()}
+            "job_submit.lua": (HERE / "config" / "job_submit.lua").read_text(),
+            "slurmdbd.conf": fill("slurmdbd.conf.in")}
 
 
 # --------------------------------------------------------------------------------- containers
@@ -186,31 +205,39 @@ def remove_all(client: Any, s: Settings) -> None:
             net.remove()
 
 
-def start_containers(client: Any, s: Settings, image: str, config: str) -> None:
-    net_name = f"{s.name}-net"
+def create_network(client: Any, s: Settings) -> None:
     import docker.types
 
-    # Fixed addresses .2 (slurmctld) and .11-.14 (nodes); other containers on the network (the
-    # daemon's) get theirs from the upper half.
+    # Fixed addresses .2 (slurmctld), .3 (slurmdbd) and .11-.14 (nodes); other containers on
+    # the network (the daemon's) get theirs from the upper half.
     upper = list(s.subnet.subnets(prefixlen_diff=1))[1]
     pool = docker.types.IPAMPool(subnet=str(s.subnet), gateway=s.ip(1), iprange=str(upper))
-    client.networks.create(net_name, driver="bridge", labels={LABEL: str(s.dir)},
+    client.networks.create(f"{s.name}-net", driver="bridge", labels={LABEL: str(s.dir)},
                            ipam=docker.types.IPAMConfig(pool_configs=[pool]))
+
+
+def start_containers(client: Any, s: Settings, image: str, config: str,
+                     roles: tuple[str, ...]) -> None:
+    """The containers of ROLES (see Settings.containers), on the cluster's network."""
+    net_name = f"{s.name}-net"
     mounts = {str(s.dir / "etc"): {"bind": str(s.dir / "etc"), "mode": "ro"},
               str(s.dir / "log"): {"bind": str(s.dir / "log"), "mode": "rw"},
               str(s.dir / "munge" / "munge.key"): {"bind": "/etc/slurm-rl/munge.key",
                                                    "mode": "ro"},
               "/etc": {"bind": "/run/host-etc", "mode": "ro"}}
-    for i, (name, role) in enumerate(s.containers().items()):
-        ip = s.ip(2) if role == "slurmctld" else s.ip(11 + i - 1)
+    for name, role in s.containers().items():
+        if role not in roles:
+            continue
+        ip = s.role_ip(role)
         vols = dict(mounts)
-        if role != "slurmctld":
+        node = role.startswith("node")
+        if node:
             vols.update({p: {"bind": p, "mode": "rw"} for p in s.shares})
-        cmd = ["slurmctld"] if role == "slurmctld" else ["slurmd", role]
-        caps = ["SYS_ADMIN"] if s.release in docker_image.NEEDS_SYS_ADMIN and role != "slurmctld" \
-            else None
+        cmd = ["slurmd", role] if node else [role]
+        caps = ["SYS_ADMIN"] if s.release in docker_image.NEEDS_SYS_ADMIN and node else None
         client.containers.run(
-            image, cmd, name=name, hostname=role, detach=True, init=True, cap_add=caps,
+            image, cmd, name=name, hostname="dbd" if role == "slurmdbd" else role,
+            detach=True, init=True, cap_add=caps,
             environment={"SLURM_RL_DIR": str(s.dir), "SLURM_CONF": str(s.conf),
                          "SLURM_RL_GPUS_PER_NODE": str(GPUS_PER_NODE)},
             volumes=vols, labels={LABEL: str(s.dir), "slurm-rl.config": config,
@@ -261,7 +288,8 @@ def prepare_dir(s: Settings, files: dict[str, str]) -> None:
     os.chmod(s.dir, 0o755)
     for name, text in files.items():
         (s.dir / "etc" / name).write_text(text)
-        os.chmod(s.dir / "etc" / name, 0o644)
+        # slurmdbd refuses a slurmdbd.conf that others may read (the database password)
+        os.chmod(s.dir / "etc" / name, 0o600 if name == "slurmdbd.conf" else 0o644)
     for f in (s.dir / "log").glob("*.log"):
         f.replace(f"{f}.1")
     key = s.dir / "munge" / "munge.key"
@@ -299,8 +327,15 @@ def cmd_up(s: Settings) -> int:
     prepare_dir(s, files)
     try:
         start_host_munged(s)
-        start_containers(client, s, image, config)
+        create_network(client, s)
+        start_containers(client, s, image, config, ("slurmdbd",))
         deadline = time.monotonic() + s.timeout
+        wait_dbd(s, client, deadline, lambda: [c.name for c in _ours(client, s)
+                                               if c.status != "running"])
+        t_dbd = time.monotonic() - t0
+        load_accounts(s, client, (HERE / "config" / "accounts.sacctmgr").read_text())
+        start_containers(client, s, image, config,
+                         tuple(r for r in s.containers().values() if r != "slurmdbd"))
         while not nodes_ready(s, client):
             dead = [c.name for c in _ours(client, s) if c.status != "running"]
             if dead or time.monotonic() > deadline:
@@ -313,9 +348,10 @@ def cmd_up(s: Settings) -> int:
         remove_all(client, s)
         stop_host_munged(s)
         raise
-    log(f"up in {time.monotonic() - t0:.1f}s: {len(NODES)} nodes x gpu:{GPUS_PER_NODE}, "
-        f"slurmctld at {s.ip(2)}:{CTLD_PORT}, Slurm {docker_image.RELEASES[s.release]} "
-        f"(Debian {s.release})")
+    log(f"up in {time.monotonic() - t0:.1f}s (slurmdbd answered after {t_dbd:.1f}s): "
+        f"{len(NODES)} nodes x gpu:{GPUS_PER_NODE}, slurmctld at {s.ip(2)}:{CTLD_PORT}, "
+        f"slurmdbd at {s.role_ip('slurmdbd')}:{DBD_PORT}, Slurm "
+        f"{docker_image.RELEASES[s.release]} (Debian {s.release})")
     if s.host_client:
         log(f"use: export SLURM_CONF={s.conf}")
     else:

@@ -1,12 +1,15 @@
 """What the dockerized cluster runs on the host (docker/cluster_docker.py): a private munged with
-the cluster's key, so that the host's Slurm clients authenticate; readiness through sinfo."""
+the cluster's key, so that the host's Slurm clients authenticate; readiness through sinfo and
+sacctmgr; the accounts loaded into slurmdbd."""
 
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -111,3 +114,49 @@ def nodes_ready(s: Any, client: Any) -> bool:
         if st.rstrip("$@^-") in bad:
             return False
     return True
+
+
+def sacctmgr(s: Any, client: Any, args: list[str]) -> tuple[int, str]:
+    """`sacctmgr ARGS` against the cluster's slurmdbd: on the host when its client fits the
+    cluster's version, else inside the dbd container. Returns (exit status, stdout+stderr)."""
+    if s.host_client:
+        try:
+            out = subprocess.run(["sacctmgr", *args], capture_output=True, text=True,
+                                 timeout=15, env=dict(os.environ, SLURM_CONF=str(s.conf)))
+        except subprocess.TimeoutExpired:
+            return 124, "sacctmgr timed out"
+        return out.returncode, out.stdout + out.stderr
+    import docker.errors
+
+    try:
+        dbd = client.containers.get(f"{s.name}-dbd")
+        res = dbd.exec_run(["timeout", "15", "sacctmgr", *args],
+                           environment={"SLURM_CONF": str(s.conf)})
+    except docker.errors.APIError as e:
+        return 1, str(e)
+    return int(res.exit_code or 0), res.output.decode(errors="replace")
+
+
+def wait_dbd(s: Any, client: Any, deadline: float, dead: Callable[[], list[str]]) -> None:
+    """Until slurmdbd answers (it creates its tables in a new database first)."""
+    while True:
+        rc, out = sacctmgr(s, client, ["-n", "-P", "show", "cluster", "format=Cluster"])
+        if rc == 0:
+            return
+        gone = dead()
+        if gone or time.monotonic() > deadline:
+            why = f"containers exited: {', '.join(gone)}" if gone else \
+                f"slurmdbd does not answer: {out.strip()[-200:]}"
+            raise ImageError(f"up failed: {why}")
+        time.sleep(0.2)
+
+
+def load_accounts(s: Any, client: Any, text: str) -> None:
+    """Each command of TEXT (docker/config/accounts.sacctmgr) through `sacctmgr -i`."""
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        rc, out = sacctmgr(s, client, ["-i", *shlex.split(line)])
+        if rc != 0:
+            raise ImageError(f"sacctmgr -i {line}: exit {rc}: {out.strip()[-300:]}")

@@ -31,11 +31,13 @@ DEBOOTSTRAP_TIMEOUT_S = 1200
 HERE = Path(__file__).resolve().parent
 RECIPE_VERSION = "1"  # bump to force a rebuild of the base image after a recipe change
 
-# What the base image holds: Slurm's daemons and clients with the job_submit/lua plugin, munge,
-# Python for slurm-rl, and the few tools the entrypoints use.
+# What the base image holds: Slurm's daemons and clients with the job_submit/lua plugin,
+# slurmdbd and MariaDB (accounting, in the dbd container), munge, Python for slurm-rl, and the
+# few tools the entrypoints use. The base image's tag hashes this list: a change rebuilds it.
 PACKAGES = (
-    "slurmctld", "slurmd", "slurm-client", "slurm-wlm-basic-plugins", "munge",
-    "procps", "util-linux", "gettext-base", "python3", "python3-venv", "ca-certificates",
+    "slurmctld", "slurmd", "slurm-client", "slurm-wlm-basic-plugins", "slurmdbd",
+    "mariadb-server", "munge", "procps", "util-linux", "gettext-base", "python3",
+    "python3-venv", "ca-certificates",
 )
 
 # Debian release -> Slurm version its packages carry (measured; docker/README.md).
@@ -47,10 +49,15 @@ NEEDS_SYS_ADMIN = {"trixie", "forky"}
 # Releases whose Release files on the mirror are past Valid-Until.
 _NO_VALID_UNTIL = {"forky", "sid"}
 
+# The accounting database is initialised here, once per image, not at every start (4 s).
+ACCOUNTING_DATADIR = "/var/lib/slurm-rl-db"
 NODE_DOCKERFILE = """\
 FROM {base}
 COPY node-entrypoint.sh /usr/local/sbin/slurm-rl-node
-RUN chmod 755 /usr/local/sbin/slurm-rl-node && mkdir -p /etc/slurm-rl
+COPY accounting-db.sh /usr/local/sbin/slurm-rl-accounting-db
+RUN chmod 755 /usr/local/sbin/slurm-rl-node /usr/local/sbin/slurm-rl-accounting-db \\
+    && mkdir -p /etc/slurm-rl \\
+    && /usr/local/sbin/slurm-rl-accounting-db init {datadir}
 ENTRYPOINT ["/usr/local/sbin/slurm-rl-node"]
 """
 
@@ -204,10 +211,12 @@ def build_node(client: Any, release: str, cache_dir: Path) -> str:
     """The cluster's image (slurmctld and slurmd containers); built when its tag is missing."""
     base = build_base(client, release, cache_dir)
     entry = (HERE / "node-entrypoint.sh").read_bytes()
-    dockerfile = NODE_DOCKERFILE.format(base=base).encode()
-    tag = f"slurm-rl-node:{release}-{_hash(base, dockerfile, entry)}"
+    db = (HERE / "accounting-db.sh").read_bytes()
+    dockerfile = NODE_DOCKERFILE.format(base=base, datadir=ACCOUNTING_DATADIR).encode()
+    tag = f"slurm-rl-node:{release}-{_hash(base, dockerfile, entry, db)}"
     if not has_image(client, tag):
         t0 = time.monotonic()
-        build_files(client, tag, {"Dockerfile": dockerfile, "node-entrypoint.sh": entry})
+        build_files(client, tag, {"Dockerfile": dockerfile, "node-entrypoint.sh": entry,
+                                  "accounting-db.sh": db})
         log(f"built {tag} in {time.monotonic() - t0:.1f}s")
     return tag

@@ -3,6 +3,8 @@
 #
 #   node-entrypoint.sh slurmctld        munged, then slurmctld in the foreground
 #   node-entrypoint.sh slurmd NODE      munged, fake GPUs, then slurmd -N NODE in the foreground
+#   node-entrypoint.sh slurmdbd         munged, MariaDB (the image's empty accounting database,
+#                                       on 127.0.0.1:3306), then slurmdbd in the foreground
 #   node-entrypoint.sh run CMD...       munged, then CMD (e.g. the slurm-rl daemon)
 #
 # Environment (set by docker/cluster_docker.py): SLURM_RL_DIR (the cluster directory; its etc/
@@ -59,11 +61,17 @@ case "$role" in
     done
     exec slurmd -D -f "$SLURM_CONF" -N "$node"
     ;;
+  slurmdbd)
+    # slurmdbd.conf sits next to slurm.conf (SLURM_CONF's directory), mode 600.
+    /usr/local/sbin/slurm-rl-accounting-db start /var/lib/slurm-rl-db 3306 \
+      "$DIR/log/mariadb.log"
+    exec slurmdbd -D
+    ;;
   run)
     [ $# -gt 0 ] || die "run needs a command"
     exec "$@"
     ;;
   *)
-    die "usage: node-entrypoint.sh slurmctld | slurmd NODE | run CMD..."
+    die "usage: node-entrypoint.sh slurmctld | slurmd NODE | slurmdbd | run CMD..."
     ;;
 esac

@@ -65,8 +65,11 @@ class Submission:
 
 def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callable[[], bytes],
                     query: Callable[[], dict[str, tuple[bool, int, int]]] | None = None,
-                    now: float | None = None) -> Submission:
-    """Everything short of running sbatch: raises UsageError for bad input."""
+                    now: float | None = None, submitter: str | None = None,
+                    assoc: Callable[[str], str | None] | None = None) -> Submission:
+    """Everything short of running sbatch: raises UsageError for bad input. SUBMITTER is the
+    user name (default: whoever runs this), ASSOC reads a user's Slurm associations (default:
+    sacctmgr; grants.py)."""
     scan = scan_command_line(args)
     names = {o.name for o in scan.rl}
     dry_run = bool(names & {"rl-dry-run", "dry-run"})
@@ -115,6 +118,24 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
             added = ["--hold"]  # released by the daemon once sized (daemon/sizing.py)
     if intent.elastic:
         _check_requeueable(scan, env, directives)
+    warnings: tuple[str, ...] = ()
+    if intent.service_class == "critical":
+        from slurm_rl.submit import grants
+        from slurm_rl.submit.gpus import effective
+
+        def given(name: str, var: str) -> str | None:
+            opt = effective(name, scan.sbatch, env, directives.sbatch.sbatch, var)
+            return opt.value if opt else None
+
+        try:
+            options, warning = grants.critical_options(
+                account=given("account", "SBATCH_ACCOUNT"), qos=given("qos", "SBATCH_QOS"),
+                partition=given("partition", "SBATCH_PARTITION"), env=env, user=submitter,
+                assoc=assoc or grants.sacctmgr_user_assoc)
+        except grants.NotGranted as exc:
+            raise UsageError(str(exc)) from None
+        added += options
+        warnings = (warning,) if warning else ()
 
     user = scan.last("comment") or directives.sbatch.last("comment")
     try:
@@ -131,17 +152,6 @@ def make_submission(args: list[str], env: Mapping[str, str], read_stdin: Callabl
         gpus = start_gpus(scan.sbatch, env, directives.sbatch.sbatch, added)
         said = effective("time", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_TIMELIMIT")
         limit = said.value if said else None
-    warnings: tuple[str, ...] = ()
-    if intent.service_class == "critical":
-        from slurm_rl.submit.gpus import effective
-        from slurm_rl.submit.grants import critical_warning
-
-        account = effective("account", scan.sbatch, env, directives.sbatch.sbatch,
-                            "SBATCH_ACCOUNT")
-        qos = effective("qos", scan.sbatch, env, directives.sbatch.sbatch, "SBATCH_QOS")
-        warning = critical_warning(account=account.value if account else None,
-                                   qos=qos.value if qos else None, env=env)
-        warnings = (warning,) if warning else ()
     return Submission(argv, stdin=stdin, intent=intent, comment=comment, dry_run=dry_run,
                       script_name=script_name, force=force, gpus=gpus, time_limit=limit,
                       sized=sized, warnings=warnings)

@@ -66,6 +66,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/admin.md", "systemctl stop slurm-rl"): How(skip=SITE),
     ("docs/admin.md", "slurm-rl admin job-submit-lua --config /etc/slurm-rl/slurm-rl.toml "
                       "--operator slurm \\"): How(skip=SITE),
+    ("docs/admin.md", 'sacctmgr -i add account research Description="..." '
+                      'Organization="..."'):
+        How(skip=SITE + "; the test cluster's own: docker/config/accounts.sacctmgr, "
+                        "tests/cluster_users.py"),
     ("docs/admin.md", "runuser -u nobody -- sbatch --test-only --comment='{rl1:c=critical}' "
                       "--wrap true   # must be refused"):
         How(skip="run as written, with its refusal checked, by tests/test_first_hour_cluster.py"

@@ -24,7 +24,7 @@ below 2^53).
 -- Site grants (rendered from [trust]) -------------------------------------------------------
 local CRITICAL_USERS = {["slurmrl-crit"] = true}
 local CRITICAL_ACCOUNTS = {["rl-critical"] = true}
-local CRITICAL_QOS = {}
+local CRITICAL_QOS = {["critical"] = true}
 local OPERATOR_UIDS = {[0] = true}
 local DEADLINE_HORIZON_S = 7776000
 local DEADLINE_HORIZON_TEXT = "90 days"
@@ -364,5 +364,5 @@ function slurm_job_modify(job_desc, job_rec, part_list, modify_uid)
   return code
 end
 
-slurm.log_info("slurm-rl: job_submit.lua loaded (critical granted to 1 users, 1 accounts, 0 QOS; horizon 7776000 s; 1 operator uids)")
+slurm.log_info("slurm-rl: job_submit.lua loaded (critical granted to 1 users, 1 accounts, 1 QOS; horizon 7776000 s; 1 operator uids)")
 return slurm.SUCCESS

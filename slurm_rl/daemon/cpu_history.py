@@ -12,8 +12,8 @@ from Slurm's accounting for one job the database names:
 
 Allocated, not measured: Slurm's TotalCPU needs jobacct_gather, and an allocation is what the
 owner could ask for again. None (then the site's cpus_per_gpu applies) when there is no such
-run, accounting is off (`sacct`: "Slurm accounting storage is disabled", as on the test
-cluster), or sacct says anything this does not understand. The caps of sizing.py (the node,
+run, accounting is off (`sacct`: "Slurm accounting storage is disabled", on a cluster without
+slurmdbd), or sacct says anything this does not understand. The caps of sizing.py (the node,
 the partition's and the owner's CPU limits) apply to the result as to the site's value, so an
 owner gets no more than they could have asked for.
 """

@@ -8,7 +8,6 @@ our own jobs, and every job submitted is cancelled at the end of its test.
 from __future__ import annotations
 
 import os
-import pwd
 import sqlite3
 import subprocess
 import sys
@@ -17,10 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cluster_users import ensure_users as ensure_users  # users with their associations
+
 from slurm_rl.core import Intent
 from slurm_rl.submit.intent import compose_comment
 
 SLURM_RL = str(Path(sys.executable).with_name("slurm-rl"))
+OUTSIDE = "out-"
+"""Names starting with this are outside every test's --only-name-prefix."""
 
 
 @dataclass
@@ -32,8 +35,11 @@ class Jobs:
 
     def submit(self, tag: str, *, intent: Intent | None = None, gpus: int = 1, sleep: float = 1,
                minutes: int = 1, hold: bool = False, begin: str | None = None,
-               extra: Sequence[str] = ()) -> str:
-        args = ["sbatch", "--parsable", "-J", f"{self.prefix}{tag}", f"--gres=gpu:{gpus}",
+               extra: Sequence[str] = (), outside: bool = False) -> str:
+        """outside=True: named outside the prefix, so the daemon never sees it (a twin for
+        `site_factors`)."""
+        name = f"{OUTSIDE}{self.prefix}{tag}" if outside else f"{self.prefix}{tag}"
+        args = ["sbatch", "--parsable", "-J", name, f"--gres=gpu:{gpus}",
                 "-t", str(minutes), "-o", "/dev/null", "-e", "/dev/null", *extra]
         if intent is not None:
             args.append(f"--comment={compose_comment('', intent)}")
@@ -50,18 +56,6 @@ class Jobs:
     def cancel_all(self) -> None:
         if self.ids:
             subprocess.run(["scancel", *self.ids], capture_output=True)
-
-
-def ensure_users(*names: str) -> None:
-    """Local users for jobs submitted with --uid (no home, no shell); the docker engine's
-    containers read the host's /etc/passwd."""
-    for name in names:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            made = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name],
-                                  capture_output=True, text=True)
-            assert made.returncode in (0, 9), made.stderr
 
 
 def daemon_argv(db: Path, prefix: str, *args: str, policy: str = "deadline") -> list[str]:
@@ -96,6 +90,21 @@ def squeue(ids: Sequence[str], fields: str) -> dict[str, list[str]]:
         cols = line.split("|")
         rows[cols[0].strip()] = [c.strip() for c in cols[1:-1]]
     return rows
+
+
+def site_factors(ids: Sequence[str], twin: str) -> dict[str, int]:
+    """Each job's SiteFactor as Slurm applies it: its priority minus that of TWIN, a pending job
+    of the same user, account, QOS and partition that nothing touches (outside the daemon's
+    name prefix), both read in one squeue call.
+
+    A pending job's priority is its SiteFactor plus its association's fair-share factor times
+    PriorityWeightFairshare (docker/config/slurm.conf.in). The fair-share part changes as usage
+    accrues (every PriorityCalcPeriod), so priorities read at two moments do not compare;
+    within one read it is the same for both jobs and cancels. sprio, which shows the site
+    factor itself, lists no held or begin-time job."""
+    rows = squeue([*ids, twin], "PriorityLong")
+    base = int(rows[twin][0])
+    return {j: int(rows[j][0]) - base for j in ids}
 
 
 def sprio_site(ids: Sequence[str]) -> dict[str, int]:

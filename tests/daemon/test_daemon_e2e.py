@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cluster_jobs import SLURM_RL, Jobs, run_daemon, squeue, wait_for
+from cluster_jobs import SLURM_RL, Jobs, run_daemon, site_factors, squeue, wait_for
 from sqlalchemy import select
 
 from slurm_rl.core import Intent, JobId, JobState, JobView
@@ -63,38 +63,43 @@ def test_dry_run_changes_nothing_in_slurm_but_records_decisions(jobs: Jobs,
     ids = [jobs.submit("dl", intent=Intent(deadline=time.time() + 600), begin=later),
            jobs.submit("range", intent=Intent(gpus_min=1, gpus_max=4), begin=later),
            jobs.submit("plain", intent=Intent(), begin=later)]
-    fields = "PriorityLong,tres-per-node,NumNodes"
+    twin = jobs.submit("twin", begin=later, outside=True)
+    fields = "tres-per-node,NumNodes"
     before = squeue(ids, fields)
+    assert site_factors(ids, twin) == dict.fromkeys(ids, 0)
     db = tmp_path / "dry.db"
     out = run_daemon(db, jobs.prefix, "--dry-run")
     # SiteFactor for all three; the GPU-range job may also get more GPUs if some are free.
     assert re.search(r"would make [34] job updates", out.stderr), out.stderr
     assert squeue(ids, fields) == before
+    assert site_factors(ids, twin) == dict.fromkeys(ids, 0)
     decisions, entries, actions, _ = db_rows(db)
     assert [d.dry_run for d in decisions] == [True]
     assert sorted(e.job_id for e in entries) == sorted(ids)
     assert actions == []
     # The same cycle for real does change the priorities: the check above could see it.
     run_daemon(db, jobs.prefix)
-    after = squeue(ids, fields)
-    assert all(after[j][0] != before[j][0] for j in ids), (before, after)
+    after = site_factors(ids, twin)
+    assert all(after[j] > 0 for j in ids), after
 
 
 def test_jobs_outside_the_scope_are_never_touched(jobs: Jobs, tmp_path: Path) -> None:
     later = "now+3600"
     plain = [jobs.submit(f"plain{i}", begin=later) for i in range(3)]
     managed = jobs.submit("managed", intent=Intent(deadline=time.time() + 600), begin=later)
-    fields = "PriorityLong,tres-per-node,NumNodes"
+    twin = jobs.submit("twin", begin=later, outside=True)
+    fields = "tres-per-node,NumNodes"
     before = squeue(plain, fields)
     db = tmp_path / "scope.db"
     run_daemon(db, jobs.prefix)
     run_daemon(db, jobs.prefix)
     assert squeue(plain, fields) == before
+    assert site_factors(plain, twin) == dict.fromkeys(plain, 0)
     _, entries, actions, links = db_rows(db)
     assert {lk.job_id for lk in links} == {managed}
     assert {e.job_id for e in entries} == {managed}
     assert len(actions) == 1
-    assert squeue([managed], fields)[managed][0] != "1"
+    assert site_factors([managed], twin)[managed] > 0
     # explain tells the two apart
     shown = explain(db, managed)
     assert "managed" in shown and " done exit 0: scontrol update JobId=" in shown, shown

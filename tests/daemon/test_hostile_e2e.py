@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import pytest
-from cluster_jobs import SLURM_RL, Jobs, ensure_users, squeue
+from cluster_jobs import OUTSIDE, SLURM_RL, Jobs, ensure_users, site_factors, squeue
 from sqlalchemy import select
 
 from slurm_rl.db.engine import make_engine, make_session_factory
@@ -25,6 +25,7 @@ from slurm_rl.db.models import Action, DecisionEntry, JobEvent, QuarantinedRecor
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 PLAIN, GRANTED = "slurmrl-u1", "slurmrl-crit"
+QOS_USER = "slurmrl-qos"  # its association allows the QOS critical
 LATER = "now+3600"
 SOON = int(time.time()) + 6 * 3600
 
@@ -32,6 +33,7 @@ SOON = int(time.time()) + 6 * 3600
 @pytest.fixture(scope="module")
 def users() -> None:
     ensure_users(PLAIN, GRANTED)
+    ensure_users(QOS_USER, qos=("critical",))
 
 
 @pytest.fixture
@@ -43,15 +45,17 @@ def config(tmp_path: Path) -> Path:
 
 
 def submit(jobs: Jobs, name: bytes, comment: bytes | None, *, user: str | None = None,
-           gres: str = "gpu:1") -> str:
-    argv: list[bytes] = [b"sbatch", b"--parsable", b"-J", jobs.prefix.encode() + name,
+           gres: str = "gpu:1", extra: Sequence[bytes] = (), outside: bool = False) -> str:
+    """outside=True: a twin the daemon never sees (cluster_jobs.site_factors)."""
+    full = (OUTSIDE.encode() if outside else b"") + jobs.prefix.encode() + name
+    argv: list[bytes] = [b"sbatch", b"--parsable", b"-J", full,
                          f"--gres={gres}".encode(), b"-t", b"5", b"-o", b"/dev/null",
                          b"--begin", LATER.encode()]
     if user is not None:
         argv += [b"--uid", user.encode()]
     if comment is not None:
         argv.append(b"--comment=" + comment)
-    argv += [b"--chdir", b"/tmp", b"--wrap", b"sleep 1"]
+    argv += [*extra, b"--chdir", b"/tmp", b"--wrap", b"sleep 1"]
     out = subprocess.run(argv, capture_output=True, check=True)
     job_id = out.stdout.decode().strip().split(";")[0]
     jobs.ids.append(job_id)
@@ -115,10 +119,10 @@ def test_poisonous_jobs_do_not_stop_the_next_cycle(jobs: Jobs, config: Path,
     poison += [submit(jobs, b"num", c) for c in POISON_NUMBERS]
     cycle(config, jobs.prefix)
     honest = submit(jobs, b"honest", tag(f"d={SOON}"))
-    before = squeue([honest], "PriorityLong")[honest][0]
+    twin = submit(jobs, b"twin", None, outside=True)
+    assert site_factors([honest], twin) == {honest: 0}
     log = cycle(config, jobs.prefix)
-    after = squeue([honest], "PriorityLong")[honest][0]
-    assert after != before and int(after) > 1, (before, after, log)
+    assert site_factors([honest], twin)[honest] > 0, log
     # The poisonous jobs were read as the text they are (or quarantined), never a crash; the
     # out-of-bounds tags bought nothing: no GPU change on any of them.
     shown = squeue(poison, "tres-per-node")
@@ -133,14 +137,15 @@ def test_forged_and_late_tags_get_no_more_than_the_default(jobs: Jobs, config: P
     forged = submit(jobs, b"forged", tag(dl + ",c=critical"), user=PLAIN)
     granted = submit(jobs, b"granted", tag(dl + ",c=critical"), user=GRANTED)
     late = submit(jobs, b"late", None, user=PLAIN)
+    twin = submit(jobs, b"twin", None, user=PLAIN, outside=True)
     cycle(config, jobs.prefix)
     # Root (an operator, so the plugin allows it) adds the tag after the daemon saw the job:
     # the same as a user on a site without the plugin.
     subprocess.run(["scontrol", "update", f"JobId={late}",
                     f"Comment={{rl1:d={int(time.time()) + 600},c=critical}}"], check=True)
-    before = squeue([late], "PriorityLong")[late][0]
+    assert site_factors([late], twin) == {late: 0}
     cycle(config, jobs.prefix)
-    assert squeue([late], "PriorityLong")[late][0] == before
+    assert site_factors([late], twin) == {late: 0}
 
     db = config.parent / "d.db"
     ranks: dict[str, int] = {}
@@ -153,6 +158,34 @@ def test_forged_and_late_tags_get_no_more_than_the_default(jobs: Jobs, config: P
     assert (forged, EventKind.CLASS_DENIED) in kinds
     assert (late, EventKind.INTENT_LATE) in kinds
     assert not any(k == EventKind.CLASS_DENIED for j, k in kinds if j in (granted, honest))
+
+
+def test_critical_through_a_qos_counts_only_where_slurm_let_the_job_have_it(
+        jobs: Jobs, tmp_path: Path, users: None) -> None:
+    """[trust] critical_qos: a job that runs under the QOS (slurmctld let it: the user's
+    association allows it) is critical; one that only claims the class is standard. The jobs
+    are submitted by root for the users (--uid: an operator, so job_submit.lua lets both
+    through), as on a site without the plugin."""
+    config = tmp_path / "slurm-rl.toml"
+    config.write_text(f'[database]\npath = "{tmp_path / "d.db"}"\n'
+                      '[trust]\ncritical_qos = ["critical"]\n')
+    refused = subprocess.run(["sbatch", "--uid", PLAIN, "--qos=critical", "--begin", LATER,
+                              "-o", "/dev/null", "--chdir", "/tmp", "--wrap", "true"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 1 and "Invalid qos specification" in refused.stderr, refused
+    dl = f"d={SOON}"
+    by_qos = submit(jobs, b"qos", tag(dl + ",c=critical"), user=QOS_USER,
+                    extra=[b"--qos=critical"])
+    claimed = submit(jobs, b"claimed", tag(dl + ",c=critical"), user=PLAIN)
+    assert squeue([by_qos, claimed], "QOS") == {by_qos: ["critical"], claimed: ["normal"]}
+    log = cycle(config, jobs.prefix)
+    assert "critical_qos ignored" not in log, log
+    db = config.parent / "d.db"
+    kinds = {(e.job_id, e.kind) for e in rows(db, JobEvent)}
+    assert (claimed, EventKind.CLASS_DENIED) in kinds
+    assert (by_qos, EventKind.CLASS_DENIED) not in kinds
+    ranks = {e.job_id: e.rank for e in rows(db, DecisionEntry) if e.rank is not None}
+    assert ranks[by_qos] < ranks[claimed], ranks
 
 
 @pytest.fixture
@@ -253,7 +286,8 @@ def test_a_policy_that_can_not_be_loaded_falls_back_and_still_orders(jobs: Jobs,
     and the fallback orders the queue. (Options the policy refuses are a usage error instead:
     tests/daemon/test_guarded_policy.py.)"""
     j = submit(jobs, b"fb", tag(f"d={SOON}"))
-    before = squeue([j], "PriorityLong")[j][0]
+    twin = submit(jobs, b"twin", None, outside=True)
+    assert site_factors([j], twin) == {j: 0}
     out = subprocess.run([SLURM_RL, "daemon", "--once", "--config", str(config),
                           "--only-name-prefix", jobs.prefix, "--policy", "rl",
                           "--policy-option", f"checkpoint={config.parent / 'missing.pt'}"],
@@ -263,4 +297,4 @@ def test_a_policy_that_can_not_be_loaded_falls_back_and_still_orders(jobs: Jobs,
     assert len(errors) == 1 and "policy 'rl' could not be loaded" in errors[0] \
         and "deciding with 'fifo'" in errors[0], out.stderr
     assert "fifo (fallback for rl)" in out.stderr
-    assert squeue([j], "PriorityLong")[j][0] != before  # the fallback's order was applied
+    assert site_factors([j], twin)[j] > 0  # the fallback's order was applied

@@ -37,10 +37,19 @@ def test_only_host_node_and_port_lines_differ_from_the_native_template(
     native = native.replace("${SLURM_RL_DIR}", str(settings.dir))
     native = native.replace("${SLURM_RL_CTLD_PORT}", "6817")
     native = native.replace("${SLURM_RL_SLURMD_PORT_FIRST}", "6818")
+    # slurmdbd: in its own container, at the network's .3
+    native = native.replace("${SLURM_RL_DBD_HOST}", "10.9.8.3")
+    native = native.replace("${SLURM_RL_DBD_PORT}", "6819")
     kept = [line for line in native.splitlines()
             if line and not line.startswith(("#", "SlurmctldHost=", "NodeName="))]
     assert [line for line in kept if line not in conf] == []
-    rendered = files["slurm.conf"] + files["gres.conf"] + files["plugstack.conf"]
+    assert "AccountingStorageType=accounting_storage/slurmdbd" in conf
+    assert "AccountingStorageEnforce=associations,limits,qos" in conf
+    dbd = files["slurmdbd.conf"].splitlines()
+    assert {"DbdPort=6819", "StorageHost=127.0.0.1", "StoragePort=3306",
+            f"AuthInfo=socket={settings.dir}/munge/munge.socket"} <= set(dbd)
+    rendered = (files["slurm.conf"] + files["gres.conf"] + files["plugstack.conf"]
+                + files["slurmdbd.conf"])
     assert re.findall(r"\$\{SLURM_RL_[A-Z_]+\}", rendered) == []
     assert f"File={settings.dir}/dev/node4/nvidia[12-15]" in files["gres.conf"]
     assert files["job_submit.lua"] == (DOCKER / "config" / "job_submit.lua").read_text()

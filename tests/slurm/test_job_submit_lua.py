@@ -1,8 +1,11 @@
 """slurm-rl's job_submit.lua, enforced by slurmctld itself on the real test cluster.
 
-Everything here runs as unprivileged Unix users (created if absent): `slurmrl-u1`, granted
-nothing, and `slurmrl-crit`, granted "critical" by docker/config/slurm-rl-trust.toml. They use
-plain `sbatch` and `scontrol update`, as a hostile user would. The table tests use
+Everything here runs as unprivileged Unix users (created if absent, with their Slurm
+associations: tests/cluster_users.py): `slurmrl-u1`, granted nothing but the account
+rl-critical, `slurmrl-crit`, granted "critical" by docker/config/slurm-rl-trust.toml,
+`slurmrl-qos`, whose association allows the QOS critical that the same file grants, and
+`slurmrl-noassoc`, with no association at all. They use plain `sbatch` and `scontrol update`,
+as a hostile user would. The table tests use
 `sbatch --test-only`, which runs the plugin but creates no job; the others submit held jobs and
 cancel them at the end.
 """
@@ -10,7 +13,6 @@ cancel them at the end.
 from __future__ import annotations
 
 import os
-import pwd
 import random
 import subprocess
 import time
@@ -18,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cluster_users import ensure_users
 
 from slurm_rl.submit.cli import make_submission
 from slurm_rl.submit.intent import decode_comment
@@ -27,6 +30,8 @@ pytestmark = pytest.mark.slurm
 
 REPO = Path(__file__).resolve().parents[2]
 PLAIN, GRANTED = "slurmrl-u1", "slurmrl-crit"
+QOS_USER, NO_ASSOC = "slurmrl-qos", "slurmrl-noassoc"
+TRUST = REPO / "docker" / "config" / "slurm-rl-trust.toml"
 NOW = int(time.time())
 SOON = NOW + 86400
 HORIZON_S = 90 * 86400  # the test grants keep the default trust.deadline_horizon_s
@@ -41,14 +46,12 @@ FIXED = "Access/permission denied for job"
 def users() -> None:
     if os.geteuid() != 0:
         pytest.fail("tests of job_submit.lua run as root (they submit as other users)")
-    for name in (PLAIN, GRANTED):
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            made = subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name],
-                                  capture_output=True, text=True)
-            if made.returncode not in (0, 9):  # 9: created meanwhile by a parallel worker
-                pytest.fail(f"useradd {name}: {made.stderr.strip()}")
+    # PLAIN may submit under the account rl-critical, which [trust] grants "critical";
+    # QOS_USER's association allows the QOS critical, which [trust] grants it too.
+    ensure_users(PLAIN, accounts=("rl", "rl-critical"))
+    ensure_users(GRANTED)
+    ensure_users(QOS_USER, qos=("critical",))
+    ensure_users(NO_ASSOC, associate=False)
 
 
 @pytest.fixture(scope="module")
@@ -362,3 +365,85 @@ def test_rlsbatch_commands_pass_the_gate(gate: Path, user: str, flags: list[str]
     else:
         assert proc.returncode == 1
         assert proc.stderr.splitlines()[0] == f"sbatch: error: {refused}"
+
+
+# --- the QOS grant: [trust] critical_qos, checked by slurmctld against the association ------
+INVALID_QOS = "sbatch: error: Batch job submission failed: Invalid qos specification"
+
+
+def qos_of(job: str) -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", "%q"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_the_qos_grant_holds_only_where_the_association_allows_the_qos(gate: Path) -> None:
+    """The plugin lets a critical job under the QOS critical through; slurmctld then runs it
+    under that QOS only for a user whose association allows it, and refuses everyone else."""
+    comment = "--comment={rl1:c=critical}"
+    ok = submit(QOS_USER, gate, "--qos=critical", comment)
+    assert ok.returncode == 0, ok.stderr
+    assert qos_of(ok.stdout.strip().split(";")[0]) == "critical"
+    before = jobs_of(PLAIN)
+    refused = submit(PLAIN, gate, "--qos=critical", comment)
+    assert refused.returncode == 1 and refused.stderr.splitlines()[0] == INVALID_QOS, refused
+    assert jobs_of(PLAIN) == before
+    # Without the QOS the plugin refuses the class itself, as for any ungranted user.
+    assert submit(QOS_USER, gate, comment).stderr.splitlines()[0].startswith(
+        "sbatch: error: slurm-rl: the class 'critical' (c=critical) is not granted to user "
+        "slurmrl-qos")
+
+
+def test_a_user_without_an_association_can_not_submit_at_all(gate: Path) -> None:
+    proc = submit(NO_ASSOC, gate)
+    assert proc.returncode == 1
+    assert "Invalid account or account/partition combination" in proc.stderr, proc.stderr
+    assert jobs_of(NO_ASSOC) == set()
+
+
+RLSBATCH_ARGS = ["--rl-class=critical", "-H", "--parsable", "-o", "/dev/null", "-J",
+                 "rl-lua-gate", "--wrap", "sleep 30"]
+
+
+def test_rlsbatch_asks_for_the_qos_the_association_allows(gate: Path) -> None:
+    """rlsbatch reads the submitter's association (sacctmgr) and adds --qos=critical; the job
+    passes the gate and runs under that QOS."""
+    env = {**os.environ, "SLURM_RL_CONFIG": str(TRUST)}
+    plan = make_submission(RLSBATCH_ARGS, env, lambda: b"", submitter=QOS_USER)
+    assert "--qos=critical" in plan.argv and plan.warnings == ()
+    proc = run_as(QOS_USER, plan.argv, gate)
+    assert proc.returncode == 0, proc.stderr
+    job = proc.stdout.strip().split(";")[0]
+    _made.append(job)
+    assert qos_of(job) == "critical" and comment_of(job) == plan.comment
+
+
+@pytest.mark.parametrize(("user", "where"), [(PLAIN, "account rl"),
+                                             (NO_ASSOC, "no association at all")])
+def test_rlsbatch_refuses_critical_without_the_qos_in_one_line(gate: Path, user: str,
+                                                               where: str) -> None:
+    from slurm_rl.submit.errors import UsageError
+
+    env = {**os.environ, "SLURM_RL_CONFIG": str(TRUST)}
+    with pytest.raises(UsageError) as refused:
+        make_submission(RLSBATCH_ARGS, env, lambda: b"", submitter=user)
+    assert refused.value.message == (
+        f"--rl-class critical: not granted to user {user}: [trust] in {TRUST} grants it with "
+        f"the QOS critical, which {user}'s Slurm association ({where}) does not allow; ask "
+        f"your Slurm administrator (sacctmgr modify user {user} set qos+=critical), or "
+        "submit without --rl-class critical")
+
+
+def test_rlsbatch_says_the_refusal_in_one_line_and_submits_nothing(gate: Path) -> None:
+    """The command itself, run by root, whose association (account root) has no QOS
+    critical."""
+    import sys
+
+    rlsbatch = str(Path(sys.executable).with_name("rlsbatch"))
+    before = jobs_of("root")
+    proc = subprocess.run([rlsbatch, *RLSBATCH_ARGS], capture_output=True, text=True,
+                          cwd=gate, env={**os.environ, "SLURM_RL_CONFIG": str(TRUST)})
+    assert proc.returncode == 2 and proc.stdout == ""
+    [line] = proc.stderr.splitlines()
+    assert line.startswith("rlsbatch: error: --rl-class critical: not granted to user root: ")
+    assert "(account root) does not allow" in line
+    assert jobs_of("root") == before
