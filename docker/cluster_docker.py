@@ -133,8 +133,8 @@ def _top_dirs(paths: list[str]) -> list[str]:
 
 # ---------------------------------------------------------------------------------- rendering
 def render(s: Settings) -> dict[str, str]:
-    """slurm.conf, gres.conf, plugstack.conf, job_submit.lua and slurmdbd.conf for the
-    dockerized cluster."""
+    """slurm.conf, gres.conf, plugstack.conf, job_submit.lua, slurmdbd.conf and the accounts to
+    load (accounts.sacctmgr) for the dockerized cluster."""
     subst = {"SLURM_RL_DIR": str(s.dir), "SLURM_RL_CTLD_PORT": str(CTLD_PORT),
              "SLURM_RL_SLURMD_PORT_FIRST": str(SLURMD_PORT),
              "SLURM_RL_SLURMD_PORT_LAST": str(SLURMD_PORT),
@@ -160,7 +160,8 @@ def render(s: Settings) -> dict[str, str]:
     return {"slurm.conf": "\n".join(lines) + "\n", "gres.conf": fill("gres.conf.in"),
             "plugstack.conf": fill("plugstack.conf.in"),
             "job_submit.lua": (HERE / "config" / "job_submit.lua").read_text(),
-            "slurmdbd.conf": fill("slurmdbd.conf.in")}
+            "slurmdbd.conf": fill("slurmdbd.conf.in"),
+            "accounts.sacctmgr": (HERE / "config" / "accounts.sacctmgr").read_text()}
 
 
 # --------------------------------------------------------------------------------- containers
@@ -333,7 +334,7 @@ def cmd_up(s: Settings) -> int:
         wait_dbd(s, client, deadline, lambda: [c.name for c in _ours(client, s)
                                                if c.status != "running"])
         t_dbd = time.monotonic() - t0
-        load_accounts(s, client, (HERE / "config" / "accounts.sacctmgr").read_text())
+        load_accounts(s, client, files["accounts.sacctmgr"])
         start_containers(client, s, image, config,
                          tuple(r for r in s.containers().values() if r != "slurmdbd"))
         while not nodes_ready(s, client):

@@ -5,6 +5,9 @@
 #   node-entrypoint.sh slurmd NODE      munged, fake GPUs, then slurmd -N NODE in the foreground
 #   node-entrypoint.sh slurmdbd         munged, MariaDB (the image's empty accounting database,
 #                                       on 127.0.0.1:3306), then slurmdbd in the foreground
+#   node-entrypoint.sh accounts         munged, then, once slurmdbd answers, each command of
+#                                       ${SLURM_RL_DIR}/etc/accounts.sacctmgr with sacctmgr -i
+#                                       (docker/compose.yaml; docker/cluster does it from the host)
 #   node-entrypoint.sh run CMD...       munged, then CMD (e.g. the slurm-rl daemon)
 #
 # Environment (set by docker/cluster_docker.py): SLURM_RL_DIR (the cluster directory; its etc/
@@ -67,11 +70,21 @@ case "$role" in
       "$DIR/log/mariadb.log"
     exec slurmdbd -D
     ;;
+  accounts)
+    for _ in $(seq 600); do
+      sacctmgr -n -P show cluster format=Cluster >/dev/null 2>&1 && break
+      sleep 0.2
+    done
+    while IFS= read -r line; do
+      case "$line" in ''|'#'*) continue ;; esac
+      eval "sacctmgr -i $line" >/dev/null || die "sacctmgr -i $line failed"
+    done <"$DIR/etc/accounts.sacctmgr"
+    ;;
   run)
     [ $# -gt 0 ] || die "run needs a command"
     exec "$@"
     ;;
   *)
-    die "usage: node-entrypoint.sh slurmctld | slurmd NODE | slurmdbd | run CMD..."
+    die "usage: node-entrypoint.sh slurmctld | slurmd NODE | slurmdbd | accounts | run CMD..."
     ;;
 esac
