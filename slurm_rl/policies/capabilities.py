@@ -159,3 +159,17 @@ class Declining(Protocol):
     def declined_jobs(self) -> int:
         """Jobs declined at admission since the last `reset`."""
         ...
+
+
+@runtime_checkable
+class Dropping(Protocol):
+    """Drops the jobs it declines (`elasticflow` with `declined="drop"`, as ElasticFlow's own
+    simulator drops a job that fails admission), instead of letting them run best-effort.
+
+    `take_dropped()`: ids of the pending jobs declined to be dropped since the last call
+    (emptied by the call). The simulator asks after every decision point, before its scheduling
+    pass, and removes those jobs: they never run, are counted in `SimResult.declined_dropped`
+    and as missed deadlines. The daemon never asks (it cancels no job): the policy's own
+    Decision says what such a job gets live."""
+
+    def take_dropped(self) -> tuple[JobId, ...]: ...

@@ -226,6 +226,9 @@ def _print_summary(s: dict[str, Any]) -> None:
         f"  {s['decisions']} decisions, {s['preemptions']} preemptions, {s['resizes']} resizes,"
         f" {s['dropped_jobs']} jobs larger than the cluster dropped; {s['wall_s']:.1f} s",
     ]
+    if s["declined_dropped_jobs"]:
+        lines.append(f"  {s['declined_dropped_jobs']} jobs declined at admission and dropped by "
+                     "the policy (never ran: not in the JCT figures; each a deadline miss)")
     if s["notes"]:
         lines.append("  ignored parts of decisions: "
                      + ", ".join(f"{k} ({v})" for k, v in sorted(s["notes"].items())))

@@ -38,7 +38,9 @@ an `OracleReading` one gets the engine's `Oracle` (true durations, never part of
 and Preempts or Resizes from a policy that is not `Preempting` or `Resizing` stop the run
 (`SimulationError`): calls it could not change anything with are skipped (`skip_futile`),
 which is exact only if it declares what it may do; there, a `Gated` policy's own `futile` skips
-it too. An `Observing` policy is asked at every event.
+it too. An `Observing` policy is asked at every event. The jobs a `Dropping` policy declines
+are taken from it after each decision point (after its `futile` too) and removed from the
+queue before the scheduling pass: they never run (`SimResult.declined_dropped`).
 
 To compare with a real cluster (docs/sim-to-real.md) the engine can also follow slurmctld's
 cadence instead of passing at every event: backfill and the main scheduler on their own cycles
@@ -61,6 +63,7 @@ from typing import overload
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, Policy
 from slurm_rl.policies.capabilities import (
     CycleState,
+    Dropping,
     Gated,
     Guarding,
     Observing,
@@ -75,7 +78,7 @@ from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.events import APPLY, BF, FINISH, MAIN, TICK, Events, next_cycle, next_tick
 from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
-from slurm_rl.sim.results import Interval, JobRecord, SimResult, SimulationError
+from slurm_rl.sim.results import DroppedJob, Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
 from slurm_rl.sim.trace import TraceJob
 from slurm_rl.sim.views import node_name, running_view
@@ -112,6 +115,7 @@ class Simulator:
                           and config.decision_delay_s == 0 and not isinstance(policy, Observing))
         self._gated: Gated | None = (policy if self._may_skip and isinstance(policy, Gated)
                                      else None)
+        self._dropper: Dropping | None = policy if isinstance(policy, Dropping) else None
         self._init_state()
 
     def _init_state(self) -> None:
@@ -138,6 +142,8 @@ class Simulator:
         self._snapshots = SnapshotBuilder(self.cluster, config.nodes, config.gpus_per_node)
         self._records: dict[int, JobRecord] = {}
         self._intervals: list[Interval] = []
+        self._declined: list[DroppedJob] = []
+        """Jobs the policy declined and dropped (`Dropping`), in the order dropped."""
         self.decisions = self.preemptions = self.resizes = 0
         self.notes: Counter[str] = Counter()
         self._note_samples: list[str] = []
@@ -213,6 +219,8 @@ class Simulator:
                 if not futile:
                     self._instant = (changed, applied, main, bf)
                     return DecisionPoint(time=t, snapshot=snap, cycle=cycle)
+                if self._dropper is not None:  # (futile may have judged an arrival)
+                    self._drop_declined()
             self._end_instant(changed, applied, main, bf, False)
 
     def apply(self, decision: Decision) -> None:
@@ -223,6 +231,8 @@ class Simulator:
             raise SimulationError("apply() without a decision point (call step() first)")
         self._instant = None
         self._take(decision)
+        if self._dropper is not None:
+            self._drop_declined()
         self._end_instant(*instant, True)
 
     @overload
@@ -254,8 +264,10 @@ class Simulator:
             raise SimulationError("result() before the simulation is done")
         return SimResult(
             policy=self.policy.name, config=self.cfg,
-            jobs=tuple(self._records[j.seq] for j in self._jobs),
-            intervals=tuple(self._intervals), dropped=self.dropped, decisions=self.decisions,
+            jobs=tuple(self._records[j.seq] for j in self._jobs
+                       if j.state is not JobState.CANCELLED),  # (not the dropped ones)
+            intervals=tuple(self._intervals), dropped=self.dropped,
+            declined_dropped=tuple(self._declined), decisions=self.decisions,
             preemptions=self.preemptions, resizes=self.resizes, notes=dict(self.notes),
             note_samples=tuple(self._note_samples), wall_s=time.perf_counter() - self._wall,
             guard_switches=(self.policy.guard_status().switches
@@ -502,6 +514,20 @@ class Simulator:
             job_id=job.trace.id, submit=job.trace.submit, start=job.first_start, end=self.now,
             gpus=job.gpus, restarts=job.restarts, deadline=job.trace.deadline,
             trace_gpus=job.trace.gpus, trace_duration=job.trace.duration)
+
+    def _drop_declined(self) -> None:
+        """Remove the pending jobs the policy declined and drops (`Dropping.take_dropped`),
+        before the scheduling pass: they never run and never finish."""
+        assert self._dropper is not None
+        for jid in self._dropper.take_dropped():
+            job = self._active.get(jid)
+            if job is None or job.state is not JobState.PENDING:
+                self._note("drop of a job not pending", str(jid))
+                continue
+            del self._pending[job], self._active[jid]
+            job.state, job.end = JobState.CANCELLED, self.now
+            self._declined.append(DroppedJob(job_id=job.trace.id, submit=job.trace.submit,
+                                              at=self.now, deadline=job.trace.deadline))
 
     def _requeue(self, job: SimJob) -> None:
         job.last_rate, job.last_update = job.rate, self.now

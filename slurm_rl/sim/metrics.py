@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from slurm_rl.policies.capabilities import Declining
-from slurm_rl.sim.results import Interval, JobRecord, SimResult
+from slurm_rl.sim.results import DroppedJob, Interval, JobRecord, SimResult
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -27,10 +27,14 @@ def declined(policy: object) -> int | None:
     return policy.declined_jobs if isinstance(policy, Declining) else None
 
 
-def deadline_hit_rate(jobs: Sequence[JobRecord]) -> float | None:
-    """Share of jobs with a deadline that ended by it (None when no job has one)."""
+def deadline_hit_rate(jobs: Sequence[JobRecord],
+                      dropped: Sequence[DroppedJob] = ()) -> float | None:
+    """Share of jobs with a deadline that ended by it (None when no job has one); a job the
+    policy dropped (`dropped`) never ends, so each one with a deadline is a miss."""
     hits = [j.end <= j.deadline for j in jobs if j.deadline is not None]
-    return sum(hits) / len(hits) if hits else None
+    misses = sum(1 for j in dropped if j.deadline is not None)
+    n = len(hits) + misses
+    return sum(hits) / n if n else None
 
 
 def gpu_utilization(result: SimResult) -> float:
@@ -50,11 +54,13 @@ def makespan(jobs: Sequence[JobRecord]) -> float:
 
 
 def summary(result: SimResult) -> dict[str, Any]:
-    """The `simulate --json` object."""
+    """The `simulate --json` object. `jobs` and the JCT and wait figures are of the jobs that
+    ran; `declined_dropped_jobs` were submitted and dropped by the policy (never ran; each with
+    a deadline counts as a miss in `deadline_hit_rate`); `dropped_jobs` never fit the cluster."""
     jct = sorted(j.end - j.submit for j in result.jobs)
     n = len(jct)
     cfg = result.config
-    hit = deadline_hit_rate(result.jobs)
+    hit = deadline_hit_rate(result.jobs, result.declined_dropped)
     return {
         "policy": result.policy,
         "jobs": n,
@@ -69,6 +75,7 @@ def summary(result: SimResult) -> dict[str, Any]:
         "gpu_utilization": gpu_utilization(result),
         "deadline_hit_rate": hit,
         "dropped_jobs": result.dropped,
+        "declined_dropped_jobs": len(result.declined_dropped),
         "decisions": result.decisions,
         "preemptions": result.preemptions,
         "resizes": result.resizes,

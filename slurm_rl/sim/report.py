@@ -35,8 +35,8 @@ def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
         "JCT figures in hours, means over seeds; *oracle* policies read true durations "
         "(references, not schedulers).", "",
         "| trace | target load | offered load | nodes | policy | seeds | avg JCT | p50 | p95 | "
-        "p99 | makespan | GPU util | deadline hit | declined |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "p99 | makespan | GPU util | deadline hit | declined | dropped |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (trace, load, nodes, policy), rows in sorted(
             _group(runs).items(), key=lambda kv: (kv[0][0], kv[0][1] or 0, kv[0][2])):
@@ -50,12 +50,16 @@ def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
             f"{_h(_mean(rows, 'p95_jct_s'))} | {_h(_mean(rows, 'p99_jct_s'))} | "
             f"{_h(_mean(rows, 'makespan_s'))} | {_mean(rows, 'gpu_utilization') or 0:.3f} | "
             + ("–" if hit is None else f"{hit:.3f}") + " | "
-            + ("–" if (dec := _mean(rows, "declined")) is None else f"{dec:.0f}") + " |")
+            + ("–" if (dec := _mean(rows, "declined")) is None else f"{dec:.0f}") + " | "
+            + ("–" if not (drop := _mean(rows, "declined_dropped_jobs")) else f"{drop:.0f}")
+            + " |")
     lines.append("")
     lines.append("*deadline hit*: deadline jobs that ended by their deadline over all deadline "
                  "jobs (a declined job counts as a miss unless it still ends in time); "
                  "*declined*: deadline jobs the policy declined at admission (– : a policy "
-                 "that declines none).")
+                 "that declines none); *dropped*: of those, the jobs it dropped, which never "
+                 "ran: each a miss, and not in the JCT figures, which are of the jobs that "
+                 "ran (– : none dropped).")
     lines.append("*offered load*: the trace's mean GPU demand over the cluster's GPUs. It falls "
                  "short of the target when the cluster must be larger to hold the widest job.")
     return "\n".join(lines) + "\n"

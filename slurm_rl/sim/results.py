@@ -38,15 +38,29 @@ class Interval:
     """GPUs on each of `nodes`."""
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class DroppedJob:
+    """A job the policy declined and dropped (capabilities.Dropping): it never ran."""
+
+    job_id: str
+    submit: float
+    at: float
+    """When it was dropped."""
+    deadline: float | None
+
+
 @dataclass(frozen=True, kw_only=True)
 class SimResult:
     policy: str
     config: EngineConfig
     jobs: tuple[JobRecord, ...]
-    """In submit order."""
+    """In submit order: every job that ran (all submitted jobs but `declined_dropped`)."""
     intervals: tuple[Interval, ...]
     dropped: int
     """Trace jobs larger than the cluster, never submitted."""
+    declined_dropped: tuple[DroppedJob, ...] = ()
+    """Jobs the policy declined and dropped (capabilities.Dropping), in the order dropped:
+    submitted, never run, not in `jobs`; each one with a deadline is a missed deadline."""
     decisions: int
     preemptions: int
     resizes: int

@@ -33,8 +33,8 @@ from slurm_rl.policies.capabilities import (
 )
 
 OUTSIDE = Path(__file__).resolve().parents[1] / "fixtures" / "outside_policy"
-SHIPPED = {"fifo", "deadline", "sjf", "sjf-oracle", "srtf-oracle", "edf", "tiresias",
-           "elasticflow", "gittins", "srtf2d-oracle", "rl"}
+SHIPPED = {"fifo", "deadline", "sjf", "sjf-oracle", "srtf-oracle", "edf", "edf-elastic",
+           "tiresias", "elasticflow", "elasticflow-drop", "gittins", "srtf2d-oracle", "rl"}
 
 
 @contextmanager
@@ -168,7 +168,9 @@ def test_the_shipped_policies_declare_what_they_do() -> None:
 
     assert {n: caps(n) for n in sorted(SHIPPED)} == {
         "deadline": {"Gated", "Preempting", "Resizing", "Stateful"}, "edf": set(), "fifo": set(),
+        "edf-elastic": {"Gated", "Preempting", "Resizing"},
         "elasticflow": {"Gated", "Preempting", "Resizing", "Stateful"},
+        "elasticflow-drop": {"Gated", "Preempting", "Resizing", "Stateful"},
         "sjf": {"Stateful", "Observing"}, "sjf-oracle": {"OracleReading"},
         "srtf-oracle": {"Preempting", "OracleReading"},
         "srtf2d-oracle": {"Preempting", "OracleReading"}, "gittins": {"Preempting"},
@@ -180,6 +182,7 @@ def test_the_full_snapshot_exercises_preemption_and_resizing() -> None:
     assert _make("srtf-oracle", oracle).decide(s).preemptions
     assert _make("tiresias").decide(s).preemptions
     assert _make("elasticflow").decide(s).resizes
+    assert _make("edf-elastic").decide(s).resizes
 
 
 # --- true durations: only through the simulator's Oracle, only to OracleReading policies ------

@@ -102,12 +102,20 @@ def check_invariants(jobs: list[TraceJob], r: SimResult, per_node: int) -> None:
         return min(j.gpus, j.gpus_max) if j.gpus_max is not None else j.gpus
 
     kept = [j for j in jobs if need(j) <= capacity]
-    assert len(r.jobs) == len(kept) and r.dropped == len(jobs) - len(kept)
-    assert [x.job_id for x in r.jobs] == [j.id for j in sorted(kept, key=lambda j: j.submit)]
+    assert r.dropped == len(jobs) - len(kept)
+    # Every submitted job ran and ended once, or (a Dropping policy's) was dropped, never run.
+    declined = {d.job_id: d for d in r.declined_dropped}
+    assert len(declined) == len(r.declined_dropped)
+    assert len(r.jobs) + len(declined) == len(kept)
+    assert [x.job_id for x in r.jobs] == [j.id for j in sorted(kept, key=lambda j: j.submit)
+                                          if j.id not in declined]
     runs = defaultdict(list)
     for iv in r.intervals:
         assert iv.end >= iv.start
+        assert iv.job_id not in declined, "a dropped job never runs"
         runs[iv.job_id].append(iv)
+    for d in r.declined_dropped:
+        assert d.at >= d.submit
     for rec in r.jobs:  # starts after submission, ends once, runs never overlap
         assert rec.submit <= rec.start <= rec.end
         ivs = runs[rec.job_id]

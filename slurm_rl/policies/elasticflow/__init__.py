@@ -5,9 +5,13 @@ still differs.
 1. Admission (`ef_sim_jobs_access_control`, sticky): a new deadline job is admitted only if,
    planned with every admitted job earliest deadline first, it ends by its deadline and no
    admitted job that made its deadline before now misses it. Otherwise it is declined, for
-   good; an admitted job is never dropped. (No action of the daemon or the simulator cancels
-   a job: declined jobs run best-effort, as the original runs a `best_effort` job that fails
-   admission.)
+   good; an admitted job is never dropped. What a declined job gets is the `declined` option:
+   `best-effort` (the default) runs it best-effort, as the original runs a job flagged
+   `best_effort` that fails admission; `drop` drops it, as the original drops every other job
+   that fails admission (`JOBS.move_to_declined`): in the simulator it never runs
+   (capabilities.Dropping); live the daemon cancels nothing, so the policy only never starts
+   it and ranks it last (docs/policies.md). The drop form's name is `elasticflow-drop`, also
+   registered under that name.
 2. Plan (`estimate_all_jobs` + `ef_sim_allocation`): every admitted job, running or pending, is
    planned afresh each decision, EDF, over the free-GPU profile: its minimum satisfactory share,
    planned backwards from its deadline and counted in work (elasticflow/plan.py).
@@ -33,13 +37,15 @@ asking `decide` at every event, tests/policies/test_elasticflow_gate.py).
 
 from __future__ import annotations
 
+import enum
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
 from slurm_rl.policies.capabilities import (
     CycleState,
     Declining,
+    Dropping,
     Gated,
     Preempting,
     Resizing,
@@ -51,8 +57,19 @@ from slurm_rl.policies.elasticflow.round import Round
 from slurm_rl.policies.options import build
 
 NAME = "elasticflow"
+DROP_NAME = "elasticflow-drop"
+"""The name of the form that drops declined jobs (`declined="drop"`)."""
 _CYCLE_KEY = NAME
 """Where `futile` leaves its round for `decide` (capabilities.CycleState)."""
+
+
+class Declined(enum.Enum):
+    """What a job declined at admission gets."""
+
+    BEST_EFFORT = "best-effort"
+    """It runs best-effort (at its minimum, where the admitted jobs' plans leave room)."""
+    DROP = "drop"
+    """It is dropped: never started (the simulator removes it; live it waits last)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,11 +78,21 @@ class ElasticFlow:
     resize_cost_s: float = 30.0
     """Restart time a resize costs a running job (checkpoint, requeue, reload): planned as lost
     work, and a leftover step must save more than it."""
+    declined: Declined | str = Declined.BEST_EFFORT
+    """What a declined job gets: "best-effort" (the default) or "drop"."""
     _sticky: Sticky = field(default_factory=Sticky, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.resize_cost_s < 0:
             raise ValueError("resize_cost_s must be >= 0")
+        valid = [d.value for d in Declined]
+        if self.declined not in valid and not isinstance(self.declined, Declined):
+            raise ValueError(f"declined must be one of {', '.join(map(repr, valid))}, "
+                             f"got {self.declined!r}")
+        declined = Declined(self.declined)
+        object.__setattr__(self, "declined", declined)
+        object.__setattr__(self, "name", DROP_NAME if declined is Declined.DROP else NAME)
+        self._sticky.drop = declined is Declined.DROP
 
     def may_resize(self, job: JobView) -> bool:
         """Resizing (capabilities.py): running elastic managed jobs with a GPU range."""
@@ -80,6 +107,12 @@ class ElasticFlow:
     def reset(self) -> None:
         """Stateful (capabilities.py): forget admissions (a new run)."""
         self._sticky.clear()
+
+    def take_dropped(self) -> tuple[JobId, ...]:
+        """Dropping (capabilities.py): the jobs declined since the last call, with
+        `declined="drop"` (none otherwise)."""
+        out, self._sticky.to_drop = tuple(self._sticky.to_drop), []
+        return out
 
     @property
     def declined_jobs(self) -> int:
@@ -134,8 +167,17 @@ def _may_act(r: Round) -> bool:
 
 
 def new(**options: Any) -> ElasticFlow:
-    """Options: resize_cost_s (30.0)."""
+    """Options: resize_cost_s (30.0), declined ("best-effort" or "drop")."""
     return build(ElasticFlow, options)
+
+
+def new_drop(**options: Any) -> ElasticFlow:
+    """`elasticflow-drop`: `elasticflow` with declined="drop" (its own registered name, so an
+    evaluation can run both forms side by side). Options: resize_cost_s (30.0)."""
+    if "declined" in options:
+        raise ValueError(f"{DROP_NAME} drops declined jobs: it takes no 'declined' option "
+                         f"(use {NAME} with declined=...)")
+    return build(ElasticFlow, {**options, "declined": Declined.DROP.value})
 
 
 # The capabilities it declares (capabilities.py), checked by mypy.
@@ -144,3 +186,4 @@ _preempting: type[Preempting] = ElasticFlow
 _gated: type[Gated] = ElasticFlow
 _stateful: type[Stateful] = ElasticFlow
 _declining: type[Declining] = ElasticFlow
+_dropping: type[Dropping] = ElasticFlow

@@ -69,6 +69,11 @@ class Sticky:
     admitted: set[JobId] = field(default_factory=set)
     declined: set[JobId] = field(default_factory=set)
     declined_total: int = 0
+    drop: bool = False
+    """Declined jobs are dropped (`declined="drop"`): each is also listed in `to_drop`."""
+    to_drop: list[JobId] = field(default_factory=list)
+    """Jobs declined to be dropped that nobody has taken yet (`ElasticFlow.take_dropped`; the
+    daemon never takes them, so `prune` keeps only live ones)."""
     cache: dict[JobId, tuple[JobView, int, int, Info]] = field(default_factory=dict)
     nodes: NodeMemo = field(default_factory=NodeMemo)
     running_ids: frozenset[JobId] | None = None
@@ -85,15 +90,20 @@ class Sticky:
         self.running_ids, self.elastic_ids = None, frozenset()
         self.order = []
         self.declined_total = 0
+        self.to_drop = []
 
     def decline(self, jid: JobId) -> None:
         self.declined.add(jid)
         self.declined_total += 1
+        if self.drop:
+            self.to_drop.append(jid)
 
     def prune(self, live: set[JobId]) -> None:
         """Forget jobs that ended (or left the daemon's scope)."""
         self.admitted &= live
         self.declined &= live
+        if self.to_drop:
+            self.to_drop = [j for j in self.to_drop if j in live]
         if len(self.cache) > 2 * len(live):
             self.cache = {k: v for k, v in self.cache.items() if k in live}
 

@@ -211,10 +211,11 @@ class Round:
                     nodes.take(got)
                     self.allocs[j.id], self.start[j.id] = got, g
         failed: set[int] = set()  # counts that did not place: nodes only fill up in here
+        dropped = self.sticky.declined if self.sticky.drop else ()
         for j in self.pending:  # best-effort: its minimum, where commitments leave room
             if nodes.total_free <= 0:
                 break
-            if j.held or not self.best_effort(j):
+            if j.held or not self.best_effort(j) or j.id in dropped:
                 continue
             i = self.inf(j)
             g = i.counts[0]
@@ -377,6 +378,9 @@ class Round:
         ranked: list[Ranked] = []
         waiting = [j for j in adm if j.id not in self.elastic]
         rest = [j for j in self.pending if j.id not in self.plans]
+        if self.sticky.drop:  # declined and dropped: last (live, where nobody drops them)
+            declined = self.sticky.declined
+            rest.sort(key=lambda j: j.id in declined)
         for j in sorted(waiting, key=lambda j: (j.id not in self.start, edf_key(j))) + rest:
             i = self.inf(j)
             g = self.start.get(j.id, i.counts[0])
@@ -394,7 +398,9 @@ class Round:
                 text = "held: not planned"
             elif declined:
                 text = (f"declined at admission: deadline {fmt_time(d or 0.0)} cannot be met "
-                        "with the admitted jobs' plans; best-effort")
+                        "with the admitted jobs' plans; "
+                        + ("dropped (declined=drop): never started by this policy, last in "
+                           "the order" if self.sticky.drop else "best-effort"))
             elif plan is None:
                 text = "best-effort (no deadline), submit order"
             elif self.inf(j).est is None:
