@@ -168,3 +168,27 @@ def test_deadline_plot_spread_over_equal_seeds(tmp_path: Path) -> None:
              "_util": ([0.0, 1.0], [0.5, 0.5])} for p in ("fifo", "edf") for s in (0, 1, 2)]
     written = report.plots(runs, tmp_path)
     assert (tmp_path / "deadline_vs_load.png") in written
+
+
+def test_evaluate_both_elasticflow_forms_side_by_side(tmp_path: Path) -> None:
+    """The drop form runs under its own name next to the default one; the jobs it drops are
+    reported apart (results.json, the table's *dropped* column) and counted as misses."""
+    toml = tmp_path / "s.toml"
+    toml.write_text(SCENARIOS.replace('["fifo", "srtf-oracle"]',
+                                      '["elasticflow", "elasticflow-drop"]')
+                    .replace("loads = [0.5, 0.9]", "loads = [1.0]")
+                    .replace("tick_s = 120.0", "tick_s = 120.0\nelastic_fraction = 1.0")
+                    .replace('window = "0:60"', 'window = "0:200"'))
+    code, out = invoke("evaluate", "--scenarios", str(toml), "--no-progress")
+    assert code == 0, out
+    folder = tmp_path / "out"
+    runs = {r["policy"]: r for r in json.loads((folder / "results.json").read_text())["runs"]}
+    kept, dropped = runs["elasticflow"], runs["elasticflow-drop"]
+    assert kept["declined_dropped_jobs"] == 0 and kept["jobs"] == 200
+    assert dropped["declined_dropped_jobs"] == dropped["declined"] > 0
+    assert dropped["jobs"] + dropped["declined_dropped_jobs"] == 200
+    rows = {line.split(" | ")[4]: line for line in (folder / "results.md").read_text()
+            .splitlines() if line.startswith("| c10 |")}
+    assert rows["elasticflow"].endswith(f"| {kept['declined']} | – |")
+    assert rows["elasticflow-drop"].endswith(
+        f"| {dropped['declined']} | {dropped['declined_dropped_jobs']} |")
