@@ -14,8 +14,9 @@
 One slurmdbd container (`NAME-dbd`: MariaDB and slurmdbd, the accounting), one slurmctld
 container and four slurmd containers (node1..node4: 8 CPUs, 16000 MB, 4 fake GPUs each) on
 their own bridge network with fixed addresses; every container runs its own munged with one
-shared key. `up` starts the dbd container first, loads docker/config/accounts.sacctmgr once
-slurmdbd answers (slurmctld refuses to start on a new cluster without it), then the others.
+shared key. `up` starts the dbd and node containers, loads docker/config/accounts.sacctmgr
+once slurmdbd answers (slurmctld refuses to start on a new cluster without it), then starts
+slurmctld.
 slurm.conf is docker/config/slurm.conf.in with the host, node and port lines replaced, and is
 the same file for the containers and for the host's client commands: the host reaches
 slurmctld (and slurmdbd) at its address on the bridge and authenticates through a private
@@ -329,14 +330,15 @@ def cmd_up(s: Settings) -> int:
     try:
         start_host_munged(s)
         create_network(client, s)
-        start_containers(client, s, image, config, ("slurmdbd",))
+        # The nodes start with slurmdbd (they need nothing of it; slurmctld pings them once it
+        # runs): about 0.8 s less than starting them after slurmctld.
+        start_containers(client, s, image, config, ("slurmdbd", *NODES))
         deadline = time.monotonic() + s.timeout
         wait_dbd(s, client, deadline, lambda: [c.name for c in _ours(client, s)
                                                if c.status != "running"])
         t_dbd = time.monotonic() - t0
         load_accounts(s, client, files["accounts.sacctmgr"])
-        start_containers(client, s, image, config,
-                         tuple(r for r in s.containers().values() if r != "slurmdbd"))
+        start_containers(client, s, image, config, ("slurmctld",))
         while not nodes_ready(s, client):
             dead = [c.name for c in _ours(client, s) if c.status != "running"]
             if dead or time.monotonic() > deadline:
