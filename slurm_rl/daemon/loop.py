@@ -422,11 +422,11 @@ class Daemon:
     def _forget_finished(self, snapshot: ClusterSnapshot) -> None:
         pending = {j.id for j in snapshot.pending}
         if self._known is not None:
-            for job in [j for j in self._known if j not in pending]:
+            for job in self._known.keys() - pending:
                 del self._known[job]
-        for job in [j for j in self._stored if j not in pending]:
+        for job in self._stored.keys() - pending:
             del self._stored[job]
-        for job in [j for j in self._recorded if j not in pending]:
+        for job in self._recorded.keys() - pending:
             del self._recorded[job]
 
     def _failpoint(self, name: str) -> None:

@@ -193,10 +193,11 @@ class Sizer:
                  and (j.intent.gpus_min is not None or j.intent.gpus_max is not None)]
         if not maybe:
             return []
+        retry = set(unfinished_sizing(session, [j.id for j in maybe if j.gpus > 0]))
+        maybe = [j for j in maybe if j.gpus == 0 or j.id in retry]  # else never awaiting
         ids = {j.id for j in maybe}
         reasons = {e.record.job_id: e.record.reason for e in polled.entries.values()
-                   if e.record.job_id in ids}
-        retry = set(unfinished_sizing(session, [j.id for j in maybe if j.gpus > 0]))
+                   if e.record.job_id in ids} if ids else {}
         out = [j for j in maybe if awaiting_sizing(j, reasons.get(j.id, ""), j.id in retry)]
         self.ratios = {}
         if self.history is not None:

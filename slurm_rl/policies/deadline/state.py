@@ -23,8 +23,8 @@ class DeadlineState:
     on), for one cluster shape; and the ids of the running jobs the policy may resize, kept with
     the running set (`running_ids` object) they were found in."""
 
-    __slots__ = ("_elastic", "_jobs", "_parts", "_parts_cap", "_running_ids", "_shape",
-                 "_sorted", "orders")
+    __slots__ = ("_elastic", "_jobs", "_listed", "_parts", "_parts_cap", "_running_ids",
+                 "_shape", "_sorted", "orders")
 
     def __init__(self) -> None:
         self._jobs: dict[JobId, Job] = {}
@@ -34,13 +34,15 @@ class DeadlineState:
         self._parts: dict[JobId, tuple[JobView, tuple[int, ...]]] = {}
         self._parts_cap = -1
         self._sorted: tuple[tuple[JobView, ...], list[JobView]] | None = None
+        self._listed: tuple[list[JobView], list[Job]] | None = None
+        """The last managed pending views (`_sorted`'s list) and their records."""
         self.orders: tuple[JobOrder, ...] = ()
         """The last decision's JobOrders (`ordering.orders` returns one again where it is
         unchanged and its reason was read)."""
 
     def reset(self) -> None:
         self._jobs.clear()
-        self._sorted = None
+        self._sorted = self._listed = None
         self.orders = ()
         self._shape = self._running_ids = None
         self._elastic = frozenset()
@@ -70,15 +72,21 @@ class DeadlineState:
         anew for a new view or another cluster shape)."""
         if self._shape != (node_cap, total):
             self._jobs.clear()
+            self._listed = None
             self._shape = (node_cap, total)
+        managed = self._managed_pending(snapshot)
+        if self._listed is not None and self._listed[0] is managed:
+            return list(self._listed[1])  # the same views: the same records
         now, old, jobs = snapshot.time, self._jobs, {}
-        for v in self._managed_pending(snapshot):
+        for v in managed:
             j = old.get(v.id)
             if j is None or j.view is not v:
                 j = make_job(v, now, node_cap, total)
             jobs[v.id] = j
         self._jobs = jobs
-        return list(jobs.values())
+        found = list(jobs.values())
+        self._listed = (managed, found)
+        return list(found)
 
     def _managed_pending(self, snapshot: ClusterSnapshot) -> list[JobView]:
         """`managed_pending(snapshot)`: the one of the last call again while the snapshot's
