@@ -5,9 +5,10 @@ array tasks would pend as one record, so every job is submitted on its own), the
 cycles in-process with the chosen policy and prints each cycle's time split into
 poll / persist / decide / act: the first cycle (every job new: 10,000 rows, 10,000 decision
 entries, 10,000 SiteFactor updates) and steady-state cycles, alternately quiet and with one new
-urgent job that goes to the top of the order. The policy is wrapped and the process set up as
-`slurm-rl daemon` does (daemon/guarded.py, daemon/collector.py). Cancels every job it submitted
-at the end.
+job with a deadline 15 minutes away (held, as all of them: `deadline` ranks held jobs
+best-effort, so that job is usually the one update). The policy is wrapped and the process set
+up as `slurm-rl daemon` does (daemon/guarded.py, daemon/collector.py). Cancels every job it
+submitted at the end.
 
     .venv/bin/python benchmarks/bench_daemon.py [--jobs 10000] [--steady 6] [--workers 6]
 
