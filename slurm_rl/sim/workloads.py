@@ -32,6 +32,8 @@ class LogNormal:
     weight: float
     median_s: float
     sigma: float
+    gpus: tuple[tuple[int, float], ...] = ()
+    """The GPU mix of the jobs drawn from this component (empty: the family's)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -67,8 +69,9 @@ class Family:
         if self.resample_itp:
             shape = "GPU count and run time resampled from the ITP training clusters"
         else:
-            mix = ", ".join(f"{g}: {p:.0%}" for g, p in self.gpus)
+            mix = _mix(self.gpus)
             parts = ", ".join(f"{c.weight:.0%} median {_span(c.median_s)} sigma {c.sigma:g}"
+                              + (f" (GPUs {_mix(c.gpus)})" if c.gpus else "")
                               for c in self.durations)
             shape = f"GPUs {mix}; run times {parts} (clipped to {_span(self.min_s)}-" \
                     f"{_span(self.max_s)})"
@@ -88,11 +91,13 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family(name="heavy-tail",
            about="Another kind of GPU cluster: most jobs are single-GPU and a few minutes "
                  "long, with multi-node jobs and runs of weeks",
-           gpus=((1, 0.94), (2, 0.02), (4, 0.015), (8, 0.015), (16, 0.01)),
+           gpus=((1, 0.99), (2, 0.01)),
            durations=(LogNormal(weight=0.80, median_s=240.0, sigma=1.3),
-                      LogNormal(weight=0.17, median_s=3 * HOUR, sigma=1.2),
-                      LogNormal(weight=0.03, median_s=4 * DAY, sigma=0.9)),
-           mean_gap_s=120.0),
+                      LogNormal(weight=0.17, median_s=3 * HOUR, sigma=1.2,
+                                gpus=((1, 0.9), (2, 0.04), (4, 0.03), (8, 0.03))),
+                      LogNormal(weight=0.03, median_s=4 * DAY, sigma=0.9,
+                                gpus=((8, 0.5), (16, 0.3), (1, 0.2)))),
+           mean_gap_s=300.0),
     Family(name="burst",
            about="Long wide jobs that fill the cluster, and bursts of short jobs behind them",
            gpus=((8, 0.5), (16, 0.3), (4, 0.2)),
@@ -143,8 +148,9 @@ def generate(family: str | Family, jobs: int, seed: int = 0) -> tuple[TraceJob, 
             g, d = pairs[rng.randrange(len(pairs))]
             d *= math.exp(rng.gauss(0.0, 0.3))
         else:
-            g = _pick(rng, fam.gpus)
-            d = _draw(rng, fam.durations)
+            c = _component(rng, fam.durations)
+            g = _pick(rng, c.gpus or fam.gpus)
+            d = c.median_s * math.exp(rng.gauss(0.0, c.sigma))
         out.append((t, g, min(max(d, fam.min_s), fam.max_s)))
     out.sort(key=lambda e: e[0])
     t0 = out[0][0]
@@ -204,12 +210,17 @@ def _pick(rng: random.Random, mix: tuple[tuple[int, float], ...]) -> int:
     return mix[-1][0]
 
 
-def _draw(rng: random.Random, parts: tuple[LogNormal, ...]) -> float:
+def _component(rng: random.Random, parts: tuple[LogNormal, ...]) -> LogNormal:
     x = rng.random() * sum(c.weight for c in parts)
     for c in parts:
         x -= c.weight
         if x < 0:
-            break
+            return c
+    return parts[-1]
+
+
+def _draw(rng: random.Random, parts: tuple[LogNormal, ...]) -> float:
+    c = _component(rng, parts)
     return c.median_s * math.exp(rng.gauss(0.0, c.sigma))
 
 
@@ -224,6 +235,10 @@ def _itp_pairs() -> tuple[tuple[int, float], ...]:
                            "itp-deadline"):
             pairs.append((j.gpus, j.duration))
     return tuple(pairs)
+
+
+def _mix(mix: tuple[tuple[int, float], ...]) -> str:
+    return ", ".join(f"{g}: {p:.0%}" for g, p in mix)
 
 
 def _span(s: float) -> str:

@@ -25,7 +25,8 @@ def test_a_family_is_seeded_sorted_and_within_its_bounds(name: str) -> None:
     assert all(fam.min_s <= j.duration <= fam.max_s and j.gpus >= 1 for j in jobs)
     assert len({j.id for j in jobs}) == 1500
     if fam.gpus:
-        allowed = {g for g, _ in fam.gpus} | ({fam.burst.gpus} if fam.burst else set())
+        allowed = ({g for g, _ in fam.gpus} | {g for c in fam.durations for g, _ in c.gpus}
+                   | ({fam.burst.gpus} if fam.burst else set()))
         assert {j.gpus for j in jobs} <= allowed
 
 
@@ -37,6 +38,8 @@ def test_heavy_tail_is_what_it_says() -> None:
     median = statistics.median(j.duration for j in jobs)
     assert 180 < median < 600  # a few minutes
     assert max(j.duration for j in jobs) > 7 * DAY  # runs of weeks
+    long = [j for j in jobs if j.duration > DAY]
+    assert sum(j.gpus >= 8 for j in long) > len(long) / 2  # mostly wide
 
 
 def test_burst_puts_hundreds_of_short_jobs_behind_long_wide_ones() -> None:
