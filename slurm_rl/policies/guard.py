@@ -110,20 +110,23 @@ class Starvation:
 
 
 def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig,
-               *, enough: int | None = None) -> Starvation | None:
+               *, enough: int | None = None,
+               kept: dict[JobId, tuple[JobView, float]] | None = None) -> Starvation | None:
     """The starving jobs of `snapshot` by the rule in the module's docstring (stopping at
     `enough` of them); None when none starves. Cost: one pass over pending and running jobs,
-    and a node-layout check for at most a few candidates."""
+    and a node-layout check for at most a few candidates. `kept`: the fallback's priority of
+    pending views seen before (a pending view's priority does not move), updated here."""
     now = snapshot.time
     limit = now - config.wait_s
     waiting = [j for j in snapshot.pending
-               if j.managed and not j.held and j.submit_time <= limit]
+               if j.submit_time <= limit and j.managed and not j.held]
     if not waiting:
         return None
     run_s = config.victim_run_s
     ran = now - run_s
-    victims = [v for v in snapshot.running if fallback.may_preempt(v)
-               and (run_s <= 0 or (v.start_time is not None and v.start_time <= ran))]
+    victims = [v for v in snapshot.running
+               if (run_s <= 0 or (v.start_time is not None and v.start_time <= ran))
+               and fallback.may_preempt(v)]
     if not victims:
         return None
     k = 1.0 + fallback.margin
@@ -132,8 +135,15 @@ def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig
     held = list(accumulate(v.gpus for _, v in ranked))
     cap = Capacity.of(snapshot)
     free, node_cap = cap.total_free, cap.node_cap
-    candidates = sorted(((fallback.priority(j)[0], j) for j in waiting),
-                        key=lambda e: -e[0])
+    if kept is None:
+        kept = {}
+    scored = []
+    for j in waiting:
+        e = kept.get(j.id)
+        if e is None or e[0] is not j:
+            e = kept[j.id] = (j, fallback.priority(j)[0])
+        scored.append((e[1], j))
+    candidates = sorted(scored, key=lambda e: -e[0])
     found: list[Starving] = []
     prio: dict[JobId, float] = {}
     for p, j in candidates[:_MOST_CHECKED]:
@@ -191,6 +201,10 @@ class Guarded:
         self._active = False
         self._since: float | None = None
         self._switches = 0
+        self._kept: dict[JobId, tuple[JobView, float]] = {}
+        """The fallback's priority of pending views (starvation's `kept`)."""
+        self._found: tuple[float, Starvation | None] = (-math.inf, None)
+        """The last look: (its snapshot time, what it found)."""
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Guarded):
@@ -231,9 +245,14 @@ class Guarded:
         now, cfg = snapshot.time, self.config
         if now - self._checked >= cfg.check_s or now < self._checked:
             self._checked = now
-            found = starving(snapshot, self.fallback, cfg)
+            if len(self._kept) > 4 * len(snapshot.jobs) + 64:
+                self._kept.clear()
+            # (override acts on every starving job: the whole look; switch needs the first)
+            found = starvation(snapshot, self.fallback, cfg, kept=self._kept,
+                               enough=None if cfg.mode == "override" else 1)
+            self._found = (now, found)
             if found is not None:
-                self._last_starved, self._why = now, found.why()
+                self._last_starved, self._why = now, found.jobs[0].why()
         active = now - self._last_starved < cfg.hold_s or (
             cfg.hold_s == 0 and now == self._last_starved)
         if active != self._active:
@@ -272,7 +291,9 @@ class Guarded:
             d = self.primary.decide(snapshot, cycle)
         else:
             d = self.primary.decide(snapshot)
-        found = starvation(snapshot, self.fallback, self.config)
+        at, found = self._found
+        if at != snapshot.time:  # (hold_s: on, between looks)
+            found = starvation(snapshot, self.fallback, self.config, kept=self._kept)
         if found is None:
             return d
         stopped = {p.job_id for p in d.preemptions}
