@@ -131,7 +131,7 @@ def test_the_guard_requeues_a_long_run_for_a_starving_job_and_turns_off(
         stopped = False
         assert value(on, "slurm_rl_guard_switches_total") == 1
         text = log_path.read_text()
-        assert re.search(rf"guard: on for rl because job {starving} \(1 GPUs\) waited \d+ min "
+        assert re.search(rf"guard: on for rl because job {starving} \(1 GPUs\) waited \d+ (s|min) "
                          r"while 1 running job\(s\) the fallback would requeue", text), text
         guard_lines = [ln for ln in status.splitlines() if ln.startswith("guard: ")]
         assert len(guard_lines) == 1 and f"job {starving} (1 GPUs)" in guard_lines[0], status
