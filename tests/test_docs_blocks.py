@@ -103,8 +103,8 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip="4-9 minutes; evaluate on a small scenario file is "
                  "tests/test_first_hour_errors.py and tests/sim/test_sim_cli.py"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/elastic.toml "
-                           "--workers 2   # about 20 min on 2 cores"):
-        How(skip="about 20 minutes (40 CPU-minutes of simulation, as above)"),
+                           "--workers 1   # 24 min on one core"):
+        How(skip="24 minutes of simulation (120 runs)"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios "
                            "docs/eval/elastic-rules.toml --workers 2   # about 10 min"):
         How(skip="about 10 minutes (14 CPU-minutes of simulation); the rules are "
