@@ -8,7 +8,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
@@ -29,7 +29,10 @@ if TYPE_CHECKING:
     from sqlalchemy import Engine
     from sqlalchemy.orm import Session, sessionmaker
 
+    from slurm_rl.daemon.fairshare import BandFit
+    from slurm_rl.daemon.handle import DaemonOptions
     from slurm_rl.db.lock import DatabaseLock
+    from slurm_rl.slurm.runner import Runner
 
 
 log = logging.getLogger("slurm_rl.daemon")
@@ -223,6 +226,23 @@ def policy_spec(config: Config, name: str | None, options: Sequence[str]) -> Pol
                       fallback=dc.fallback_policy)
 
 
+def live_band(runner: Runner, options: DaemonOptions) -> BandFit:
+    """OPTIONS' SiteFactor band fitted under the fair-share weight slurmctld runs with
+    (`scontrol show config`; unreadable: the smallest band that keeps the order)."""
+    from slurm_rl.daemon.fairshare import fit_band
+    from slurm_rl.slurm.priority import ShowConfigError, parse_priority_settings
+
+    res = runner.run(["scontrol", "show", "config"], timeout_s=60)
+    if not res.ok:
+        last = res.stderr.strip().splitlines()[-1:] or [f"exit {res.returncode}"]
+        return fit_band(options.scale, None, options.actuation, f"scontrol: {last[0][:200]}")
+    try:
+        settings = parse_priority_settings(res.stdout)
+    except ShowConfigError as exc:
+        return fit_band(options.scale, None, options.actuation, str(exc))
+    return fit_band(options.scale, settings, options.actuation)
+
+
 @click.command("daemon")
 @click.option("--once", is_flag=True, help="Run one cycle and exit (exit 1 if Slurm is down).")
 @click.option("--interval", "interval_s", type=float, callback=seconds_option,
@@ -279,13 +299,30 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
             resize=cfg.resize, sizing=cfg.sizing, claims=cfg.claims)
 
     chosen = spec(config).build()  # usage errors first, then what this host lacks
-    options = options_of(config)
     path = db_path or config.database.path
     create = db_path is not None or config.source is not None
     check_database(path, create=create)  # what the command line and config name, then the host
     conf_problem = slurm_conf_problem()  # before the first squeue, which would retry for ~60 s
     if conf_problem is not None:
         raise click.ClickException(conf_problem)
+    runner = SubprocessRunner()
+    running_actuation = options_of(config).actuation  # kept until restart (RESTART_KEYS)
+
+    def options_with_band(cfg: Config, *, starting: bool) -> DaemonOptions:
+        """The options, with the SiteFactor band fitted under slurmctld's live fair-share
+        weight (read again on every SIGHUP: `scontrol reconfigure` may have changed it)."""
+        opts = replace(options_of(cfg), actuation=running_actuation)
+        fit = live_band(runner, opts)
+        if fit.refusal is not None:
+            if starting:
+                raise click.ClickException(fit.refusal)
+            log.error("SIGHUP: %s; SiteFactor band %d meanwhile, fair share first",
+                      fit.refusal, fit.scale.top)
+        elif fit.warning is not None:
+            log.warning("%s%s", "" if starting else "SIGHUP: ", fit.warning)
+        return replace(opts, scale=fit.scale)
+
+    options = options_with_band(config, starting=True)
     metrics = None
     if config.metrics.address:
         from slurm_rl.daemon.metrics import DaemonMetrics, MetricsError
@@ -298,9 +335,9 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
         log.info("metrics at http://%s:%d/metrics", host, port)
     hooks = LoopHooks(notifier=Notifier(), metrics=metrics, reloader=ConfigReloader(
         load=lambda: load_config(config_file), running=config, policy_key=spec,
-        build_policy=lambda cfg: spec(cfg).build(), build_options=options_of))
+        build_policy=lambda cfg: spec(cfg).build(),
+        build_options=lambda cfg: options_with_band(cfg, starting=False)))
     engine, sessions, lock = open_database(path, debug=debug, create=create)
-    runner = SubprocessRunner()
     the_daemon = Daemon(
         adapter=SlurmAdapter(runner, scope=scope_rule(config, only_name_prefix)),
         executor=ScontrolExecutor(runner), sessions=sessions, policy=chosen, options=options,

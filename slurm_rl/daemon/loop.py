@@ -168,6 +168,9 @@ class Daemon:
             self.claims = ClaimChecker(options.claims)
         if options.scale != self.options.scale:
             self._recorded = {}
+            # a SIGHUP may fit the band under a new fair-share weight: restarts follow it
+            self.resizer.top = (update_field(options.actuation), options.scale.top)
+            self.resizer.bottom = options.scale.floor
         self.options = options
 
     # --- one cycle ----------------------------------------------------------------------------
