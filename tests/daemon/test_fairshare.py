@@ -3,6 +3,9 @@ the settings read from `scontrol show config` output recorded on the test cluste
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -101,10 +104,6 @@ def test_strict_mode_warns_that_it_replaces_fairshare() -> None:
 def test_the_daemon_refuses_to_start_under_a_small_weight_in_one_line(tmp_path: Path) -> None:
     """The CLI's wiring, with a FAKE `scontrol` on PATH that answers `show config` with the
     recorded output (PriorityWeightFairShare=100): one line, exit 1, no database made."""
-    import os
-    import subprocess
-    import sys
-
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "scontrol"
