@@ -114,21 +114,37 @@ class Gate:
             if res.ok:
                 self._partitions = parse_partitions(res.stdout)
                 self._limits_at = now
-                if any(p.get("QoS", "N/A") not in ("N/A", "") for p in self._partitions.values()):
+                # The job's own QOS limits it too, so with accounting every QOS is read.
+                if self._accounting or any(p.get("QoS", "N/A") not in ("N/A", "")
+                                           for p in self._partitions.values()):
                     q = self.adapter.runner.run(
                         ["sacctmgr", "-nP", "show", "qos", "format=Name,MaxTRES,MaxTRESPerNode"])
-                    self._qos = parse_qos_limits(q.stdout) if q.ok else {}
+                    if q.ok:
+                        self._qos = parse_qos_limits(q.stdout)
+                    else:
+                        self._unread("QOS", q.stderr, kept=bool(self._qos))
                 if self._accounting:
                     a = self.adapter.runner.run(
                         ["sacctmgr", "-nP", "show", "assoc",
                          "format=User,Account,Partition,MaxTRES,MaxTRESPerNode"])
-                    self.assoc = parse_assoc_limits(a.stdout) if a.ok else {}
+                    if a.ok:
+                        self.assoc = parse_assoc_limits(a.stdout)
+                    else:
+                        self._unread("association", a.stderr, kept=bool(self.assoc))
             elif self._partitions is None:
                 log.warning("can not read partition limits (%s): GPU counts are not changed "
                             "until they can be read", (res.stderr.strip() or "?")[:200])
         if self._partitions is None:
             return None
         return build_limits(nodes, self._partitions, self._qos)
+
+    @staticmethod
+    def _unread(what: str, stderr: str, *, kept: bool) -> None:
+        # The limits last read stay (none, if never read): a slurmdbd that does not answer
+        # for a while must not lift them.
+        log.warning("can not read %s limits from slurmdbd (%s): %s", what,
+                    (stderr.strip() or "?")[:200],
+                    "keeping the ones read before" if kept else "only the partitions' apply")
 
     def admit(self, session: Session, polled: Polled, overrides: Mapping[JobId, Intent | None],
               now: float) -> Admitted:

@@ -9,10 +9,11 @@ partition (docs/security.md):
 - nodes: the partition's `MaxNodes` (`scontrol show partition -o`), and its node count;
 - CPUs per node: the partition's `MaxCPUsPerNode`, and the node's own CPUs (`cpus_for`, which
   sizing.py, resize.py and the actuator use for the jobs whose CPUs the daemon chose);
-- where accounting runs (slurmdbd): the partition QOS's `MaxTRESPerJob` / `MaxTRESPerNode`
-  for gres/gpu and cpu (`sacctmgr show qos`), and the job's association's `MaxTRES` /
-  `MaxTRESPerNode` for gres/gpu and cpu (`sacctmgr show assoc`: user+account, and the
-  account).
+- where accounting runs (slurmdbd): the `MaxTRESPerJob` / `MaxTRESPerNode` for gres/gpu and
+  cpu of the partition's QOS and of the job's own QOS (`sacctmgr show qos`), and the job's
+  association's `MaxTRES` / `MaxTRESPerNode` for gres/gpu and cpu (`sacctmgr show assoc`:
+  user+account, and the account). Slurm holds a job past any of them pending for good
+  (reasons AssocMaxGRESPerJob, QOSMaxGRESPerJob), even one an operator widened.
 
 Parsing is pure and tolerant: a field it does not understand means "no limit from this field",
 never an exception; the partition's node shape always applies. `parse_qos_limits` and
@@ -48,6 +49,9 @@ class PartitionLimits:
     max_cpus_per_job: int | None = None
     """The QOS's (narrowed: the association's) cpu per job (accounting only); None: no such
     limit."""
+    job_qos: tuple[tuple[str, TresLimits], ...] = ()
+    """The limits of each QOS that has any (accounting only): `job_limits` narrows a job's
+    limits by its own QOS's."""
 
     def max_total(self) -> int:
         """The most GPUs one job could ask for in this partition."""
@@ -131,11 +135,15 @@ def parse_assoc_gpu_limits(text: str) -> dict[tuple[str, str, str], tuple[int | 
 
 def job_limits(job: JobView, limits: Mapping[str, PartitionLimits] | None,
                assoc: AssocLimits | None = None) -> PartitionLimits | None:
-    """What this job's owner may ask for: the partition's limits, narrowed by the most specific
-    association of (user, account) — for this partition, else for any — and then by the
-    account's own association. None: the partition's limits are not known."""
+    """What this job's owner may ask for: the partition's limits, narrowed by the job's own
+    QOS, by the most specific association of (user, account) — for this partition, else for
+    any — and then by the account's own association. None: the partition's limits are not
+    known."""
     if limits is None or (base := limits.get(job.partition)) is None:
         return None
+    for name, qos_limits in base.job_qos:
+        if name == job.qos:
+            base = base.narrowed(qos_limits)
     if not assoc:
         return base
     for key in ((job.user, job.account, job.partition), (job.user, job.account, ""),
@@ -234,7 +242,10 @@ def build_limits(nodes: Iterable[NodeView], partitions: Mapping[str, Mapping[str
                  qos: Mapping[str, TresLimits | tuple[int | None, int | None]] | None = None,
                  ) -> dict[str, PartitionLimits]:
     """Limits per partition from the node poll, the partitions, and QOS limits if any (a pair
-    from `parse_qos_gpu_limits`: GPU limits only)."""
+    from `parse_qos_gpu_limits`: GPU limits only): the partition's QOS narrows its limits,
+    and every QOS with limits is kept for the jobs that run under it (`job_limits`)."""
+    job_qos = tuple(sorted(((name, lim) for name, value in (qos or {}).items()
+                            if (lim := TresLimits.of(value)).any()), key=lambda q: q[0]))
     usable: dict[str, list[NodeView]] = {}
     for node in nodes:
         for part in node.partitions:
@@ -248,7 +259,8 @@ def build_limits(nodes: Iterable[NodeView], partitions: Mapping[str, Mapping[str
         max_nodes = min(_count(fields.get("MaxNodes")) or _MAX, len(members))
         limits = PartitionLimits(
             name=name, gpus_per_node=max((n.gpus_total for n in members), default=0),
-            max_nodes=max_nodes, max_cpus_per_node=_count(fields.get("MaxCPUsPerNode")))
+            max_nodes=max_nodes, max_cpus_per_node=_count(fields.get("MaxCPUsPerNode")),
+            job_qos=job_qos)
         part_qos = fields.get("QoS", "N/A")
         if qos and part_qos in qos:
             limits = limits.narrowed(TresLimits.of(qos[part_qos]))

@@ -1,5 +1,5 @@
-"""Association GPU limits on the real test cluster: Slurm enforces them on the job's owner, and
-the daemon, acting as operator, never gives a job more GPUs than its association allows.
+"""Association and QOS GPU limits on the real test cluster: Slurm enforces them on the job's
+owner, and the daemon, acting as operator, never gives a job more GPUs than they allow.
 
 User `slurmrl-capped` has an association with `MaxTRES=gres/gpu=2` (set here, reset to -1 at
 the end, also on failure); `slurmrl-uncapped`, the control, has none. Measured on 22.05:
@@ -12,7 +12,9 @@ the end, also on failure); `slurmrl-uncapped`, the control, has none. Measured o
 Then both users submit with rlsbatch the same job, `--rl-gpus 1-4` and a tight deadline, while
 the cluster has GPUs free, and `slurm-rl daemon --policy deadline` runs cycles: the control's
 job gets more than 2 GPUs, the capped user's job never more than 2 (in every update the daemon
-recorded and in Slurm), and it runs at 2.
+recorded and in Slurm), and it runs at 2. Likewise a job under the QOS `slurmrl-qoscap`
+(`MaxTRESPerJob=gres/gpu=3`, set here and reset at the end) gets 3 where the same job under the
+QOS normal gets 4, and runs at 3 (at 4 it would wait for good, reason QOSMaxGRESPerJob).
 
 Slurm limits GPUs only where accounting counts them (`AccountingStorageTRES=gres/gpu` in
 slurm.conf: `sacctmgr show tres` then lists gres/gpu); on a cluster without it no GPU limit can
@@ -45,7 +47,9 @@ pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 CAPPED, CONTROL = "slurmrl-capped", "slurmrl-uncapped"
 DENY_QOS = "slurmrl-capdeny"
 """A QOS with Flags=DenyOnLimit that only CAPPED may use: limits refuse at submission."""
-CAP = 2
+QOS_CAP = "slurmrl-qoscap"
+"""A QOS with MaxTRESPerJob=gres/gpu=3 (while this module runs) that CONTROL may use."""
+CAP, QOS_GPUS = 2, 3
 REFUSED = "Job violates accounting/QOS policy"
 REASON = "AssocMaxGRESPerJob"
 
@@ -63,6 +67,13 @@ def _set_cap(value: int) -> None:
         f"sacctmgr: {out.stdout}{out.stderr}"
 
 
+def _set_qos_cap(value: int) -> None:
+    out = _sacctmgr("modify", "qos", "where", f"name={QOS_CAP}", "set",
+                    f"MaxTRESPerJob=gres/gpu={value}")
+    assert out.returncode == 0 or "Nothing modified" in out.stdout + out.stderr, \
+        f"sacctmgr: {out.stdout}{out.stderr}"
+
+
 @pytest.fixture(scope="module")
 def capped(slurm_cluster: dict[str, str]) -> Iterator[None]:
     if not accounting():
@@ -74,13 +85,17 @@ def capped(slurm_cluster: dict[str, str]) -> Iterator[None]:
                     "AccountingStorageTRES=gres/gpu), so no association can limit them")
     out = _sacctmgr("add", "qos", DENY_QOS, "Flags=DenyOnLimit")
     assert out.returncode == 0 or "Nothing new" in out.stdout + out.stderr, out.stdout
+    out = _sacctmgr("add", "qos", QOS_CAP)
+    assert out.returncode == 0 or "Nothing new" in out.stdout + out.stderr, out.stdout
     ensure_users(CAPPED, qos=(DENY_QOS,))
-    ensure_users(CONTROL)
-    _set_cap(CAP)
+    ensure_users(CONTROL, qos=(QOS_CAP,))
     try:
+        _set_cap(CAP)
+        _set_qos_cap(QOS_GPUS)
         yield
     finally:
         _set_cap(-1)
+        _set_qos_cap(-1)
 
 
 @pytest.fixture
@@ -158,13 +173,13 @@ def test_slurm_refuses_the_owner_more_gpus_than_the_association_allows(
     assert reason_becomes(job, REASON) == ["PENDING", REASON, "gres:gpu:4"]
 
 
-def _submit_range_job(user: str, name: str, cwd: Path, made: list[str]) -> str:
+def _submit_range_job(user: str, name: str, cwd: Path, made: list[str], *options: str) -> str:
     """rlsbatch's submission (its sbatch command line, made for USER) of a job that can use
     1-4 GPUs and has a deadline 1-GPU speed would miss; not eligible for an hour, so that
     the daemon sizes it while it waits."""
     args = ["--rl-gpus", "1-4", "--rl-deadline", "+20m", "--rl-model", "resnet50",
             "--rl-steps", "40000", "--begin=now+3600", "--parsable", "-t", "5",
-            "-o", "/dev/null", "-e", "/dev/null", "-J", name, "--wrap", "sleep 300"]
+            "-o", "/dev/null", "-e", "/dev/null", "-J", name, *options, "--wrap", "sleep 300"]
     plan = make_submission(args, os.environ, lambda: b"", submitter=user)
     assert "--gres=gpu:1" in plan.argv, plan.argv  # rlsbatch starts a range at its minimum
     out = as_user(user, plan.argv, cwd)
@@ -236,3 +251,33 @@ def test_the_daemon_never_sizes_a_job_past_its_association_limit(
     sent, kinds = _recorded(db, jobs[CONTROL])
     assert any(_total_gpus(argv, 1) > CAP for argv in sent), sent
     assert EventKind.GPU_LIMITED not in kinds, kinds
+
+
+def test_the_daemon_never_sizes_a_job_past_its_qos_limit(
+        capped: None, workdir: Path, made: list[str], tmp_path: Path) -> None:
+    # The same job twice from the control user, one under the QOS that allows 3 GPUs a job.
+    room_on_two_nodes(4)
+    prefix = f"aq{uuid.uuid4().hex[:6]}-"
+    plain = _submit_range_job(CONTROL, f"{prefix}plain", workdir, made)
+    under = _submit_range_job(CONTROL, f"{prefix}qos", workdir, made, f"--qos={QOS_CAP}")
+    db = tmp_path / "d.db"
+    for _ in range(2):
+        run_daemon(db, prefix)
+    rows = squeue([plain, under], "State,tres-per-node,NumNodes")
+    gpus = {j: _per_job(*rows[j][1:]) for j in (plain, under)}
+    assert gpus[plain] > QOS_GPUS, f"the policy gave the plain job only {gpus}: no test of a cap"
+    assert gpus[under] == QOS_GPUS, gpus
+    sent, kinds = _recorded(db, under)
+    assert sent and all(_total_gpus(argv, 1) <= QOS_GPUS for argv in sent), sent
+    assert EventKind.GPU_LIMITED in kinds, kinds
+
+    # Eligible now: it runs at 3 (a 4 would wait for good, reason QOSMaxGRESPerJob).
+    subprocess.run(["scontrol", "update", f"JobId={plain},{under}", "StartTime=now"],
+                   check=True)
+
+    def both_running() -> dict[str, list[str]] | None:
+        rows = squeue([plain, under], "State,tres-per-node,NumNodes")
+        return rows if all(v[0] == "RUNNING" for v in rows.values()) else None
+
+    rows = wait_for(both_running, 90, "both jobs to run")
+    assert _per_job(*rows[under][1:]) == QOS_GPUS, rows

@@ -12,6 +12,7 @@ The live side is test_assoc_limits_slurm.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from slurm_rl.core import JobId, JobState, JobView, NodeName, NodeState, NodeView
@@ -81,3 +82,19 @@ def test_the_recorded_qos_limits_narrow_a_partition_with_that_qos() -> None:
     part = parse_partitions(PARTITION.replace("QoS=N/A", "QoS=slurmrl-deny"))
     limits = build_limits(NODES, part, qos)["gpu"]
     assert (limits.max_total(), limits.per_node_cap()) == (3, 2)
+
+
+def test_a_job_s_own_qos_narrows_its_limits() -> None:
+    # The partition has no QOS; a job under slurmrl-deny gets that QOS's 3 a job, 2 a node.
+    limits = build_limits(NODES, parse_partitions(PARTITION), parse_qos_limits(QOS))
+    assoc = parse_assoc_limits(ASSOC)
+    caps = {}
+    for user, qos in (("slurmrl-uncapped", "normal"), ("slurmrl-uncapped", "slurmrl-deny"),
+                      ("slurmrl-capped", "slurmrl-deny"), ("slurmrl-capnode", "slurmrl-deny")):
+        mine = job_limits(replace(job(user), qos=qos), limits, assoc)
+        assert mine is not None
+        caps[user, qos] = (mine.max_total(), mine.per_node_cap())
+    assert caps == {("slurmrl-uncapped", "normal"): (16, 4),
+                    ("slurmrl-uncapped", "slurmrl-deny"): (3, 2),
+                    ("slurmrl-capped", "slurmrl-deny"): (2, 2),     # its association's 2
+                    ("slurmrl-capnode", "slurmrl-deny"): (3, 1)}    # its association's 1 a node
