@@ -110,8 +110,8 @@ BLOCKS: dict[tuple[str, str], How] = {
         How(skip="about 10 minutes (14 CPU-minutes of simulation); the rules are "
                  "tests/sim/test_restart_rules.py"),
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/seeds.toml "
-                           "--workers 2   # about 12 min on 2 cores"):
-        How(skip="about 12 minutes (22 CPU-minutes of simulation, as above)"),
+                           "--workers 1   # 12 min on one core"):
+        How(skip="12 minutes of simulation (144 runs)"),
     ("docs/evaluation.md", ".venv/bin/python benchmarks/live_deadlines.py --out "
                            "docs/eval/live/live-deadlines.json"):
         How(skip="15 minutes on the test cluster; its helpers are "
