@@ -71,18 +71,29 @@ def has_run(job: JobView) -> bool:
 
 def believed_progress(job: JobView) -> Progress | None:
     """The job's progress report if it is believable (see the module's docstring), else None."""
-    p = job.progress
+    return _believed(job, job.progress)
+
+
+def _believed(job: JobView, p: Progress | None) -> Progress | None:
+    """`believed_progress` of `job`, whose progress (read once: it may be computed) is `p`."""
     if p is None or job.claim_overrun or not has_run(job):
         return None
     intent = job.intent
-    model = intent.model.lower() if intent is not None and intent.model else None
-    if model is None or model not in perfmodel.curves():
+    model = _measured(intent.model) if intent is not None and intent.model else None
+    if model is None:
         return p
     if p.steps_done > PROFILE_SLACK * _peak_per_gpu(model) * job.attained_gpu_s + 1:
         return None
     if p.rate is not None and p.rate > PROFILE_SLACK * _fastest(model, max(job.gpus, 1)):
         return None
     return p
+
+
+@lru_cache(maxsize=256)
+def _measured(model: str) -> str | None:
+    """The model's name as the measured curves know it (None: no curve to check against)."""
+    name = model.lower()
+    return name if name in perfmodel.curves() else None
 
 
 def impossible_progress(job: JobView, now: float) -> bool:
@@ -102,6 +113,18 @@ def impossible_progress(job: JobView, now: float) -> bool:
     at = p.updated_at if p.updated_at is not None else now
     return p.steps_done > fastest * max(0.0, at - job.submit_time) + 1 or (
         p.rate is not None and p.rate > fastest)
+
+
+def claims_stand(job: JobView) -> bool:
+    """Whether the job's own claims are taken as they stand: the owner's record leaves them as
+    they are (ratio 1), the job has not overrun them, and its progress, if any, is believed.
+    Then `estimate_remaining` is its `predicted_remaining_s` (at least 0) where that is set,
+    so a policy may read the predictions of such running jobs all at once
+    (`ClusterSnapshot.running_predicted`) instead of estimating each."""
+    if job.claim_overrun or job.claim_ratio != 1.0:
+        return False
+    p = job.progress
+    return p is None or _believed(job, p) is not None
 
 
 def claimed_remaining(job: JobView, now: float) -> Estimate | None:

@@ -4,8 +4,11 @@ the most, running elastic jobs grown and shrunk, GPU counts inside the job's ran
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
+import pytest
+import reference_deadline as ref
 from policy_builders import NOW, ids, job, nodes, order_of, running, snap
 
 from slurm_rl import perfmodel
@@ -236,3 +239,27 @@ def test_grows_are_planned_as_they_will_be_applied_one_after_another() -> None:
     old = {"a": 1, "b": 2}
     assert _applies_in_turn({"node1": 0, "node2": 0, "node3": 4}, {"a": "node1", "b": "node2"},
                             [(r.job_id, old[r.job_id], r.gpus) for r in d.resizes])
+
+
+LIAR = Progress(steps_done=4103, steps_total=4104, rate=100_000.0, updated_at=NOW - 5)
+"""Almost done after 30 GPU-seconds: more steps, and a faster rate, than resnet50 reaches."""
+
+
+@pytest.mark.parametrize("claims", [
+    {"progress": LIAR, "attained_gpu_s": 30.0},  # progress not believed (estimates.py)
+    {"claim_ratio": math.inf},  # the owner's claims not believed
+    {"claim_overrun": True},  # run past its claims: about as long again as it has run
+], ids=["unbelieved-progress", "owner-not-believed", "overrun"])
+def test_a_running_job_holds_its_gpus_until_its_estimate_not_its_bare_prediction(
+        claims: dict[str, Any]) -> None:
+    # "r" fills the one node and predicts it ends now, but that prediction does not stand (its
+    # estimate is for ever, or another 5000 s): "dl" (4 GPUs for 500 s by 1000 s from now) has
+    # no room and runs best-effort, after the shorter "early", as the reference does.
+    s = snap(running("r", gpus=4, start=NOW - 5000, intent=Intent(**RESNET),
+                     predicted_remaining_s=0.0, **claims),
+             job("dl", gpus=4, intent=dl(1000), predicted_remaining_s=500, submit=10),
+             job("early", predicted_remaining_s=100), nodes=nodes(4))
+    d = make("deadline").decide(s)
+    assert ids(d) == ["early", "dl"] and not d.resizes
+    assert "cannot be met given the reservations ahead" in order_of(d, "dl").reason
+    assert ref.decide(s) == ([("early", None), ("dl", None)], [])

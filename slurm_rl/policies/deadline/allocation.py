@@ -17,7 +17,7 @@ from slurm_rl.core import ClusterSnapshot, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_layout
 from slurm_rl.policies.deadline.jobs import Capper, Fate, Job, Share, make_job
 from slurm_rl.policies.deadline.profile import Holds, LazyProfile, ReservedGpus
-from slurm_rl.policies.estimates import Source, estimate_remaining
+from slurm_rl.policies.estimates import Source, claims_stand, estimate_remaining
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -132,30 +132,33 @@ class Allocation:
         return ReservedGpus.of_ends(self.total, now, max(0, self.alloc - shown), holds)
 
     def _running_holds(self) -> Holds:
+        """Each running job's hold. A job's prediction is its estimate only where its claims
+        stand as they are (`estimates.claims_stand`: believed progress, no owner's record,
+        no overrun); any other running job is estimated (`estimate_remaining`)."""
         now, snap = self.now, self.snapshot
         elastic = self.run_jobs
         predicted = snap.running_predicted
-        if not elastic and None not in predicted:  # the usual case, in arrays
+        running = snap.running
+        stands = [p is not None and claims_stand(v) for v, p in zip(running, predicted,
+                                                                    strict=True)]
+        if not elastic and all(stands):  # the usual case, in arrays
             left = np.fromiter(predicted, dtype=np.float64, count=len(predicted))
             return Holds(now + np.fmax(left, 0.0),  # as now + max(0.0, p): the same floats
                          np.fromiter(snap.running_gpus, dtype=np.int64, count=len(predicted)))
         holds: list[tuple[float, int]] = []
-        running = None
-        for i, (g, p) in enumerate(zip(snap.running_gpus, predicted, strict=True)):
-            if elastic or p is None:
-                running = running if running is not None else snap.running
-                v = running[i]
-                rj = elastic.get(v.id)
-                if rj is not None:
-                    if not rj.reserves() and not self.suspend:
-                        f = rj.counts[0]
-                        holds.append((now + rj.rem(f), f))
-                    continue
-                if p is None:
-                    est = estimate_remaining(v, now)
-                    holds.append((math.inf if est is None else now + est.seconds, g))
-                    continue
-            holds.append((now + (p if p > 0.0 else 0.0), g))
+        for v, g, p, ok in zip(running, snap.running_gpus, predicted, stands, strict=True):
+            rj = elastic.get(v.id)
+            if rj is not None:
+                if not rj.reserves() and not self.suspend:
+                    f = rj.counts[0]
+                    holds.append((now + rj.rem(f), f))
+                continue
+            if ok:
+                assert p is not None
+                holds.append((now + (p if p > 0.0 else 0.0), g))
+                continue
+            est = estimate_remaining(v, now)
+            holds.append((math.inf if est is None else now + est.seconds, g))
         return Holds.of(holds)
 
     def _held(self) -> int:
