@@ -322,6 +322,16 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
             log.warning("%s%s", "" if starting else "SIGHUP: ", fit.warning)
         return replace(opts, scale=fit.scale)
 
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        log.info("%s: finishing the cycle, then exiting", signal.Signals(signum).name)
+        stop.set()
+
+    # From here on a Ctrl-C or SIGTERM is a clean stop, also while `scontrol show config`
+    # waits for a controller that is down (the signal ends that scontrol too).
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     options = options_with_band(config, starting=True)
     metrics = None
     if config.metrics.address:
@@ -343,18 +353,10 @@ def daemon(once: bool, interval_s: float | None, policy: str | None,
         executor=ScontrolExecutor(runner), sessions=sessions, policy=chosen, options=options,
         hooks=hooks, guard=lock.verify,
     )
-    stop = threading.Event()
-
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        log.info("%s: finishing the cycle, then exiting", signal.Signals(signum).name)
-        stop.set()
-
     def on_hup(_signum: int, _frame: FrameType | None) -> None:
         log.info("SIGHUP: reloading the policy and the configuration before the next cycle")
         the_daemon.reload_requested.set()
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGHUP, on_hup)
     interval = interval_s if interval_s is not None else dc.interval_s
     scope = dc.scope.value + (f" ({', '.join(dc.partitions)})" if dc.partitions else "")
