@@ -78,25 +78,32 @@ def host_client_fits(version: str) -> bool:
     return len(parts) == 2 and parts[1].startswith(version + ".")
 
 
-def sinfo(s: Any, client: Any, args: list[str]) -> tuple[int, str]:
-    """`sinfo ARGS` against the cluster: on the host when its client fits the cluster's
-    version, else inside the slurmctld container. Returns (exit status, stdout+stderr)."""
+def cluster_command(s: Any, client: Any, command: str, container: str,
+                    args: list[str]) -> tuple[int, str]:
+    """`COMMAND ARGS` against the cluster: on the host when its client fits the cluster's
+    version, else inside the `<name>-CONTAINER` container. Returns (exit status,
+    stdout+stderr)."""
     if s.host_client:
         try:
-            out = subprocess.run(["sinfo", *args], capture_output=True, text=True, timeout=15,
+            out = subprocess.run([command, *args], capture_output=True, text=True, timeout=15,
                                  env=dict(os.environ, SLURM_CONF=str(s.conf)))
         except subprocess.TimeoutExpired:
-            return 124, "sinfo timed out"
+            return 124, f"{command} timed out"
         return out.returncode, out.stdout + out.stderr
     import docker.errors
 
     try:
-        ctld = client.containers.get(f"{s.name}-slurmctld")
-        res = ctld.exec_run(["timeout", "15", "sinfo", *args],
-                            environment={"SLURM_CONF": str(s.conf)})
+        box = client.containers.get(f"{s.name}-{container}")
+        res = box.exec_run(["timeout", "15", command, *args],
+                           environment={"SLURM_CONF": str(s.conf)})
     except docker.errors.APIError as e:
         return 1, str(e)
     return int(res.exit_code or 0), res.output.decode(errors="replace")
+
+
+def sinfo(s: Any, client: Any, args: list[str]) -> tuple[int, str]:
+    """`sinfo ARGS` against the cluster (inside the slurmctld container if need be)."""
+    return cluster_command(s, client, "sinfo", "slurmctld", args)
 
 
 def nodes_ready(s: Any, client: Any) -> bool:
@@ -117,24 +124,8 @@ def nodes_ready(s: Any, client: Any) -> bool:
 
 
 def sacctmgr(s: Any, client: Any, args: list[str]) -> tuple[int, str]:
-    """`sacctmgr ARGS` against the cluster's slurmdbd: on the host when its client fits the
-    cluster's version, else inside the dbd container. Returns (exit status, stdout+stderr)."""
-    if s.host_client:
-        try:
-            out = subprocess.run(["sacctmgr", *args], capture_output=True, text=True,
-                                 timeout=15, env=dict(os.environ, SLURM_CONF=str(s.conf)))
-        except subprocess.TimeoutExpired:
-            return 124, "sacctmgr timed out"
-        return out.returncode, out.stdout + out.stderr
-    import docker.errors
-
-    try:
-        dbd = client.containers.get(f"{s.name}-dbd")
-        res = dbd.exec_run(["timeout", "15", "sacctmgr", *args],
-                           environment={"SLURM_CONF": str(s.conf)})
-    except docker.errors.APIError as e:
-        return 1, str(e)
-    return int(res.exit_code or 0), res.output.decode(errors="replace")
+    """`sacctmgr ARGS` against the cluster's slurmdbd (inside the dbd container if need be)."""
+    return cluster_command(s, client, "sacctmgr", "dbd", args)
 
 
 def wait_dbd(s: Any, client: Any, deadline: float, dead: Callable[[], list[str]]) -> None:

@@ -39,7 +39,7 @@ from itertools import accumulate
 from typing import Protocol
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView
-from slurm_rl.policies.capabilities import CycleState, Gated, GuardStatus, Stateful
+from slurm_rl.policies.capabilities import CycleState, Gated, GuardStatus, Preempting, Stateful
 from slurm_rl.policies.capacity import Capacity, job_layout, job_parts
 from slurm_rl.policies.gittins import Gittins
 from slurm_rl.policies.preemption import plan_preemptions_by_prefix
@@ -221,8 +221,8 @@ class Guarded:
 
     def may_preempt(self, job: JobView) -> bool:
         """Preempting: a job either policy could requeue."""
-        own = getattr(self.primary, "may_preempt", None)
-        return self.fallback.may_preempt(job) or bool(own is not None and own(job))
+        return self.fallback.may_preempt(job) or (
+            isinstance(self.primary, Preempting) and self.primary.may_preempt(job))
 
     def reset(self) -> None:
         """Stateful: forget the guard's state and the primary's (a new run)."""

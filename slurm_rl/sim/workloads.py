@@ -18,7 +18,9 @@ them. `itp` resamples (GPU count, duration) pairs of the shipped ITP TRAINING cl
 from __future__ import annotations
 
 import math
+import os
 import random
+import tempfile
 from dataclasses import dataclass
 from functools import cache
 
@@ -160,9 +162,6 @@ def generate(family: str | Family, jobs: int, seed: int = 0) -> tuple[TraceJob, 
 
 def write_csv(jobs: tuple[TraceJob, ...], path: str) -> None:
     """The ITP raw layout (`job_id,submission_time,duration,num_gpu`: `--format itp`)."""
-    import os
-    import tempfile
-
     folder = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(dir=folder, prefix=".trace-", suffix=".csv")
     try:

@@ -175,7 +175,7 @@ def test_a_flood_of_managed_jobs_does_not_delay_another_users_plain_job(
     cancel(plain_name)
 
     # The same submissions with the daemon running its cycles; measured once more if another
-    # session's jobs took the node's GPUs while PLAIN's job waited.
+    # test run's jobs took the node's GPUs while PLAIN's job waited.
     config = tmp_path / "slurm-rl.toml"
     config.write_text('[trust]\ncritical_qos = ["critical"]\n')
     limit = alone + TOLERANCE_S + GIVE_UP_S

@@ -3,8 +3,8 @@ hysteresis; a learned policy under it cannot stall short jobs behind long ones."
 
 from __future__ import annotations
 
-import random
-import statistics
+import sys
+from pathlib import Path
 
 import pytest
 from policy_builders import NOW, job, nodes, running, snap
@@ -16,6 +16,7 @@ from slurm_rl.policies.gittins import Gittins
 from slurm_rl.policies.guard import GuardConfig, Guarded, starving
 
 DAY = 86400.0
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # benchmarks/, for its scenario
 
 
 def _long(jid: str = "long", gpus: int = 4, ran_s: float = DAY) -> object:
@@ -165,41 +166,17 @@ def test_bad_guard_options_are_one_clear_error(options: dict[str, object],
         policies.make("rl", **options)
 
 
-# -- the regime the guard is for, in the simulator ------------------------------------------
-
-def _saturated_then_burst(seed: int) -> tuple[object, ...]:
-    """Four 8-GPU jobs of 3-7 days fill a 4 x 8-GPU cluster; after 8 hours (their runs are
-    past rl's protect_run_s by then) one 1-to-10-minute 1-GPU job arrives every 4 minutes on
-    average, for 3 days."""
-    from slurm_rl.sim.trace import TraceJob
-
-    r = random.Random(seed)
-    jobs = [TraceJob(id=f"L{i}", submit=i * 600.0, duration=r.uniform(3, 7) * DAY, gpus=8)
-            for i in range(4)]
-    t, n = 8 * 3600.0, 0
-    while t < 3 * DAY:
-        t += r.expovariate(1 / 240.0)
-        jobs.append(TraceJob(id=f"S{n}", submit=t, duration=r.uniform(60, 600), gpus=1))
-        n += 1
-    return tuple(sorted(jobs, key=lambda j: j.submit))
-
-
-def _short_wait_s(policy: object, jobs: tuple[object, ...]) -> float:
-    from slurm_rl.sim.config import EngineConfig
-    from slurm_rl.sim.run import Sizing, simulate
-
-    eng = EngineConfig(nodes=4, gpus_per_node=8, tick_s=60.0, restart_delay_s=30.0)
-    res = simulate(jobs, policy, Sizing(gpus_per_node=8, nodes=4), engine=eng)  # type: ignore[arg-type]
-    return statistics.mean(r.start - r.submit for r in res.jobs if r.job_id.startswith("S"))
-
+# -- the regime the guard is for, in the simulator (benchmarks/bench_guard.py's scenario) -----
 
 def test_under_rl_short_jobs_behind_a_full_cluster_wait_little_more_than_under_gittins() -> None:
     pytest.importorskip("torch")
-    jobs = _saturated_then_burst(0)
-    gittins = _short_wait_s(policies.make("gittins"), jobs)
+    from benchmarks.bench_guard import burst, short_wait
+
+    jobs = burst(0)
+    gittins = short_wait(jobs, policies.make("gittins"))
     guarded = policies.make("rl")
-    rl = _short_wait_s(guarded, jobs)
+    rl = short_wait(jobs, guarded)
     assert rl <= 2 * gittins + 600, (rl, gittins)
     assert guarded.guard_status().switches >= 1  # type: ignore[attr-defined]
     # and what it guards against: without the guard, rl lets them wait for days
-    assert _short_wait_s(policies.make("rl", guard="off"), jobs) > 10 * (rl + 600)
+    assert short_wait(jobs, policies.make("rl", guard="off")) > 10 * (rl + 600)
