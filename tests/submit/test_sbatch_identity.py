@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -160,6 +161,28 @@ def _submit(jobs: Jobs, argv: list[str], stdin: str | None) -> tuple[
     return proc, (jobs.ids[-1] if len(jobs.ids) > before else None)
 
 
+def _settled_records(sb_job: str, rl_job: str, wait_s: float = 150.0) -> tuple[
+        list[dict[str, str]], list[dict[str, str]]]:
+    """Both jobs' records once slurmctld has evaluated their dependencies.
+
+    slurmctld tests dependencies in its scheduling loop, not at submission: a dependency on a
+    job it does not know is dropped as fulfilled in a periodic pass (up to a minute apart on the
+    test cluster), so of two jobs submitted a moment apart one can show it and the other not.
+    Re-read while the records differ in Dependency alone; any other difference, or a
+    different number of records, is returned at once."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        sb_records = parse_records(show_job(sb_job))
+        rl_records = parse_records(show_job(rl_job))
+        if len(sb_records) != len(rl_records):
+            return sb_records, rl_records
+        keys = {k for sb, rl in zip(sb_records, rl_records, strict=True)
+                for k in differences(normalise(sb, sb_job), normalise(rl, rl_job))}
+        if keys != {"Dependency"} or time.monotonic() > deadline:
+            return sb_records, rl_records
+        time.sleep(1.0)
+
+
 @pytest.mark.parametrize("with_intent", [False, True], ids=["no-rl-flags", "rl-flags"])
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_rlsbatch_job_equals_sbatch_job(case: Case, with_intent: bool, jobs: Jobs, dep: str,
@@ -199,8 +222,7 @@ def test_rlsbatch_job_equals_sbatch_job(case: Case, with_intent: bool, jobs: Job
         assert rl_job is None
         return
     assert rl_job is not None
-    sb_records = parse_records(show_job(sb_job))
-    rl_records = parse_records(show_job(rl_job))
+    sb_records, rl_records = _settled_records(sb_job, rl_job)
     assert len(sb_records) == len(rl_records) >= 1
     for sb_rec, rl_rec in zip(sb_records, rl_records, strict=True):
         assert decode_comment(sb_rec.get("Comment")).intent is None
