@@ -12,16 +12,25 @@ held out of it, and plots the ratio of every cell. Traces are generated into OUT
         [--workers 2] [--quick]
 
 `--quick`: the first load and time-limit model only (a smoke run).
+
+A cluster is sized for a load as `nodes_for_load` does: the fewest nodes whose capacity keeps
+mean demand at or under the load, but never fewer than the widest job needs. Where that floor
+(or rounding) gives several loads the same node count, they are one cluster: it runs once, as
+one row labelled with every load it stands for, and counts once in the worst, mean and
+above-1 figures. Each row shows its node count and its effective load (mean demand over the
+capacity it was given).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import sys
 import time
 import tomllib
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +38,8 @@ from typing import Any
 
 from slurm_rl import policies
 from slurm_rl.sim.config import EngineConfig, from_table
-from slurm_rl.sim.run import Sizing, load_jobs, resolve_trace_path, simulate
+from slurm_rl.sim.run import Sizing, load_jobs, offered_load, resolve_trace_path, simulate
+from slurm_rl.sim.trace import TraceJob, nodes_for_load
 from slurm_rl.sim.workloads import generate, write_csv
 
 SHORT_S = 600.0
@@ -49,10 +59,43 @@ class Workload:
 
 
 @dataclass(frozen=True, kw_only=True)
+class Size:
+    """One cluster a workload runs on: its label in the report, its nodes, its effective load."""
+
+    label: float | str
+    """The target load; "N nodes" for a fixed size; for several loads sized alike, all of
+    them and why, e.g. "1.0, 1.3 (same 20 nodes: the widest job)"."""
+    nodes: int
+    effective_load: float
+    """Mean demand over the capacity of `nodes` nodes."""
+
+
+def sizes_for(jobs: Sequence[TraceJob], gpus_per_node: int, loads: Sequence[float] = (),
+              nodes: Sequence[int] = ()) -> list[Size]:
+    """The distinct clusters for `loads` (or the fixed `nodes`), in the order given: loads
+    whose sizing gives the same node count are merged into one Size."""
+    if nodes:
+        return [Size(label=f"{n} nodes", nodes=n,
+                     effective_load=offered_load(jobs, n, gpus_per_node)) for n in nodes]
+    by_nodes: dict[int, list[float]] = {}
+    for load in loads:
+        by_nodes.setdefault(nodes_for_load(jobs, load, gpus_per_node), []).append(load)
+    widest = math.ceil(max((j.gpus for j in jobs), default=1) / gpus_per_node)
+    out = []
+    for n, group in by_nodes.items():
+        label: float | str = group[0]
+        if len(group) > 1:
+            why = ": the widest job" if n == widest else ""
+            label = f"{', '.join(str(x) for x in group)} (same {n} nodes{why})"
+        out.append(Size(label=label, nodes=n,
+                        effective_load=offered_load(jobs, n, gpus_per_node)))
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
 class Run:
     workload: Workload
-    load: float | str
-    """A target load, or "N nodes"."""
+    size: Size
     limits: str
     engine: dict[str, Any]
     policy: str
@@ -66,16 +109,15 @@ def run_one(r: Run) -> dict[str, Any]:
                                        "gpus_per_node": r.workload.gpus_per_node})
     policy = policies.make(r.policy, **r.options)
     t = time.process_time()
-    gpn = r.workload.gpus_per_node
-    sizing = (Sizing(gpus_per_node=gpn, nodes=int(r.load.split()[0])) if isinstance(r.load, str)
-              else Sizing(gpus_per_node=gpn, load=r.load))
+    sizing = Sizing(gpus_per_node=r.workload.gpus_per_node, nodes=r.size.nodes)
     res = simulate(jobs, policy, sizing, engine=engine, seed=r.seed)
     from slurm_rl.sim.metrics import gpu_utilization, percentile
 
     jct = sorted(j.end - j.submit for j in res.jobs)
     short = [j.start - j.submit for j in res.jobs if j.trace_duration < SHORT_S]
-    return {"workload": r.workload.name, "held_out": r.workload.held_out, "load": r.load,
-            "limits": r.limits, "policy": r.policy, "seed": r.seed,
+    return {"workload": r.workload.name, "held_out": r.workload.held_out, "load": r.size.label,
+            "nodes": r.size.nodes, "effective_load": r.size.effective_load, "limits": r.limits,
+            "policy": r.policy, "seed": r.seed,
             "mean_jct_s": statistics.mean(jct), "p95_jct_s": percentile(jct, 95),
             "short_wait_s": statistics.mean(short) if short else None,
             "utilisation": gpu_utilization(res), "requeues": res.preemptions,
@@ -131,16 +173,15 @@ def main() -> None:
             kept = [r for r in json.loads(old.read_text()) if r["workload"] not in args.only]
     loads = suite["loads"][:1] if args.quick else suite["loads"]
     limits = limits[:1] if args.quick else limits
-    def sizes(w: Workload) -> list[float | str]:
-        if w.nodes:
-            return [f"{n} nodes" for n in (w.nodes[:1] if args.quick else w.nodes)]
-        return list(loads)
+    def sizes(w: Workload) -> list[Size]:
+        jobs = load_jobs(w.path, w.format, w.window)
+        return sizes_for(jobs, w.gpus_per_node, loads, w.nodes[:1] if args.quick else w.nodes)
 
-    runs = [Run(workload=w, load=load, limits=name, engine={**suite["engine"], **lim},
+    runs = [Run(workload=w, size=size, limits=name, engine={**suite["engine"], **lim},
                 policy=p, options=suite["policy_options"].get(p, {}), seed=s)
-            for w in workloads for load in sizes(w) for name, lim in limits
+            for w in workloads for size in sizes(w) for name, lim in limits
             for p in suite["policies"] for s in suite.get("seeds", [0])]
-    print(f"{len(runs)} runs ({len(workloads)} workloads x {len(loads)} loads or sizes x "
+    print(f"{len(runs)} runs ({len(workloads)} workloads x up to {len(loads)} loads or sizes x "
           f"{len(limits)} time-limit models x {len(suite['policies'])} policies), "
           f"{args.workers} workers", file=sys.stderr, flush=True)
     rows: list[dict[str, Any]] = list(kept)
@@ -173,7 +214,9 @@ def cells(rows: list[dict[str, Any]], suite: dict[str, Any]) -> list[dict[str, A
                      "guard_switches")} for p, rs in per.items()}
         best_name = min(suite["heuristics"], key=lambda p: mean[p]["mean_jct_s"])
         ratio = mean[suite["target"]]["mean_jct_s"] / mean[best_name]["mean_jct_s"]
+        first = per[best_name][0]
         out.append({"workload": w, "load": load, "limits": lim, "held_out": held[w],
+                    "nodes": first.get("nodes"), "effective_load": first.get("effective_load"),
                     "best": best_name, "ratio": ratio, "policies": mean})
     out.sort(key=lambda c: -c["ratio"])
     return out
@@ -202,15 +245,18 @@ def render(rows: list[dict[str, Any]], suite: dict[str, Any]) -> str:
                      f"cells above 1.00: {sum(r > 1.0 for r in rs)}.")
         lines.append("")
         pols = suite["policies"]
-        lines.append("| workload | load | limits | ratio | best | " + " | ".join(
+        lines.append("| workload | load | nodes | effective load | limits | ratio | best | "
+                     + " | ".join(
             f"{p} JCT h" for p in pols) + f" | {target} p95 h | {target} short wait min | "
             f"best short wait min | {target} util | {target} requeues | guard switches |")
-        lines.append("|---|---|---|---|---|" + "---|" * len(pols) + "---|---|---|---|---|---|")
+        lines.append("|---|---|---|---|---|---|---|" + "---|" * len(pols)
+                     + "---|---|---|---|---|---|")
         for c in part:
             m = c["policies"]
             t, b = m[target], m[c["best"]]
             lines.append(
-                f"| {c['workload']} | {c['load']} | {c['limits']} | {c['ratio']:.3f} | "
+                f"| {c['workload']} | {c['load']} | {_count(c['nodes'])} | "
+                f"{_share(c['effective_load'])} | {c['limits']} | {c['ratio']:.3f} | "
                 f"{c['best']} | " + " | ".join(f"{m[p]['mean_jct_s'] / 3600:.2f}" for p in pols)
                 + f" | {t['p95_jct_s'] / 3600:.1f} | {_min(t['short_wait_s'])} | "
                 f"{_min(b['short_wait_s'])} | {t['utilisation']:.3f} | {t['requeues']:.0f} | "
@@ -225,6 +271,10 @@ def render(rows: list[dict[str, Any]], suite: dict[str, Any]) -> str:
 
 def _count(n: float | None) -> str:
     return "-" if n is None else f"{n:.0f}"
+
+
+def _share(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def _min(s: float | None) -> str:
