@@ -4,13 +4,12 @@ jobs in it, and turning a ranking into `JobOrder`s.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress, pairwise
 
-from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobState, JobView, id_key
+from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobView, id_key
 
 
 def submit_key(job: JobView) -> tuple[float, tuple[tuple[int, str], ...]]:
@@ -58,9 +57,7 @@ def orders(ranked: Iterable[Ranked], *, reuse: tuple[Sequence[Ranked], tuple[Job
         while k < n and (ranked[k] is before[k] or ranked[k] == before[k]):
             k += 1
         out = list(made[:k])
-    # Built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without running the
-    # frozen dataclass's __init__ (several times cheaper; checked below at import).
-    new, cls = object.__new__, JobOrder
+    make = JobOrder.fast  # the constructor without the dataclass's __init__: same value
     for rank in range(len(out), len(ranked)):
         job, reason, gpus = ranked[rank]
         if kept is not None and type(reason) is str:
@@ -69,29 +66,8 @@ def orders(ranked: Iterable[Ranked], *, reuse: tuple[Sequence[Ranked], tuple[Job
                     old.__dict__["reason"] == reason):
                 out.append(old)
                 continue
-        order = new(cls)
-        d = order.__dict__
-        d["job_id"] = job.id
-        d["rank"] = rank
-        d["gpus"] = gpus
-        d["reason"] = reason
-        out.append(order)
+        out.append(make(job.id, rank, gpus, reason))
     return tuple(out)
-
-
-def _check_orders() -> None:
-    job = JobView(id=JobId("1"), state=JobState.PENDING, submit_time=0.0, gpus=1)
-    made = orders([(job, "why", 2)])
-    lazy = orders([(job, lambda: "why", 2)])
-    if lazy != made or hasattr(JobOrder, "__slots__") or hasattr(
-            JobOrder, "__post_init__") or made != (
-            JobOrder(job_id=job.id, rank=0, gpus=2, reason="why"),) or sorted(
-            vars(made[0])) != sorted(f.name for f in dataclasses.fields(JobOrder)):
-        raise ImportError("slurm_rl.core.JobOrder is no longer a plain frozen dataclass with "
-                          "fields job_id, rank, gpus, reason: update policies.ordering.orders")
-
-
-_check_orders()
 
 
 def latest_first(jobs: list[JobView]) -> list[JobView]:

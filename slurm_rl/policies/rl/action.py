@@ -47,9 +47,7 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
               else np.asarray(gpu_choice, dtype=np.float64).reshape(-1)[:n])
     by_id = {j.id: j for j in snapshot.pending} if choice is not None else {}
     total = snapshot.gpus_total if choice is not None else 0
-    # JobOrders built as JobOrder(job_id=…, rank=…, gpus=…, reason=…) would be, without its
-    # frozen __init__ (as `ordering.orders` does; its import checks that this still holds)
-    make, cls = object.__new__, JobOrder
+    make = JobOrder.fast  # the constructor without the dataclass's __init__: same value
     out: list[JobOrder] = []
     for rank, slot in enumerate(order):
         job_id = shown_ids[slot]
@@ -59,10 +57,7 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
             rng = gpu_range(job, total) if job is not None else None
             if rng is not None:
                 gpus = gpus_from_choice(rng, float(choice[slot]))
-        o = make(cls)
-        d = o.__dict__
-        d["job_id"], d["rank"], d["gpus"], d["reason"] = job_id, rank, gpus, _REASON
-        out.append(o)
+        out.append(make(job_id, rank, gpus, _REASON))
     if pending is None:
         pending = pending_in_order(snapshot)
     if n <= len(pending) and all(j.id == i for j, i in zip(pending, shown_ids, strict=False)):
@@ -71,8 +66,5 @@ def decision_from_scores(snapshot: ClusterSnapshot, shown_ids: Sequence[JobId],
         shown = set(shown_ids)
         rest = [j for j in pending if j.id not in shown]
     for rank, j in enumerate(rest, n):
-        o = make(cls)
-        d = o.__dict__
-        d["job_id"], d["rank"], d["gpus"], d["reason"] = j.id, rank, None, _REASON_UNSHOWN
-        out.append(o)
+        out.append(make(j.id, rank, None, _REASON_UNSHOWN))
     return Decision(policy=policy, order=tuple(out))
