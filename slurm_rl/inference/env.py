@@ -121,7 +121,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
     def _skip_infeasible(self) -> None:
         sim = self.sim
         assert sim is not None
-        while not sim.done and not sim.options()[3].any():
+        while not sim.done and not sim.options().feasible.any():
             self._released += sim.drop()
             self._dropped += 1
 
@@ -134,7 +134,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         ok = candidate_mask(sim, self.candidates)
         invalid = not (0 <= a < len(ok) and ok[a])
         if invalid:  # a masked device: the earliest-finish feasible one instead, and say so
-            a = int(np.argmin(np.where(ok, sim.options()[2], np.inf)))
+            a = int(np.argmin(np.where(ok, sim.options().finish, np.inf)))
         self._released, self._dropped = sim.place(a), 0
         self._skip_infeasible()
         reward = -sum(r.latency / r.ref_s for r in self._released)

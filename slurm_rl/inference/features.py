@@ -83,7 +83,8 @@ def candidates(finish: npt.NDArray[np.float64], feasible: npt.NDArray[np.bool_],
 def candidate_mask(sim: InferenceSim, k: int) -> npt.NDArray[np.bool_]:
     """`candidates` for the simulator's current layer: earliest estimated finish as HEFT sees it
     (`sim.options()`), holders the devices its inputs are on (the model's input: the source)."""
-    _, _, finish, feasible = sim.options()
+    opts = sim.options()
+    finish, feasible = opts.finish, opts.feasible
     if k <= 0:
         return feasible
     lay = sim.task.t.profile.layers[sim.layer]

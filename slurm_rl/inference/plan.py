@@ -70,7 +70,7 @@ def place(profile: Profile, cluster: Cluster, scheduler: str | Scheduler,
     s = scheduler_for(scheduler, checkpoint) if isinstance(scheduler, str) else scheduler
     sim = InferenceSim(cluster, [profile], StreamConfig(tasks=1, noise=0.0))
     while not sim.done:
-        ok = sim.options()[3]
+        ok = sim.options().feasible
         if not ok.any():
             raise NoRoomError(f"{profile.model}: layer {sim.layer} "
                               f"({profile.layers[sim.layer].name}) fits on no device's memory")

@@ -1,7 +1,7 @@
 """Placement schedulers (pure): the heuristics, the DP lower bound, and the episode runner.
 
 A `Scheduler` answers `choose(sim)` with a device for the simulator's current layer; it must
-pick a feasible one (`sim.options()[3]`). DRM-DQL and vanilla DQL are `QScheduler`s (dqn.py).
+pick a feasible one (`sim.options().feasible`). DRM-DQL and vanilla DQL are `QScheduler`s (dqn.py).
 """
 
 from __future__ import annotations
@@ -29,7 +29,8 @@ class EarliestFinish:
     name = "heft"
 
     def choose(self, sim: InferenceSim) -> int:
-        _, _, finish, feasible = sim.options()
+        opts = sim.options()
+        finish, feasible = opts.finish, opts.feasible
         return int(np.argmin(np.where(feasible, finish, np.inf)))
 
 
@@ -41,7 +42,8 @@ class Lookahead:
     name = "lookahead"
 
     def choose(self, sim: InferenceSim) -> int:
-        _, _, finish, feasible = sim.options()
+        opts = sim.options()
+        finish, feasible = opts.finish, opts.feasible
         rest = sim.task.t.suffix[sim.layer]
         return int(np.argmin(np.where(feasible, finish + rest, np.inf)))
 
@@ -56,7 +58,8 @@ class WholeModel:
         self._device = -1
 
     def choose(self, sim: InferenceSim) -> int:
-        _, _, finish, feasible = sim.options()
+        opts = sim.options()
+        finish, feasible = opts.finish, opts.feasible
         t = sim.task.t
         if sim.layer == 0:
             fits = sim.used + t.need.sum() <= sim.memory
@@ -83,12 +86,12 @@ class RandomFeasible:
         self.rng = np.random.default_rng(seed)
 
     def choose(self, sim: InferenceSim) -> int:
-        return int(self.rng.choice(np.flatnonzero(sim.options()[3])))
+        return int(self.rng.choice(np.flatnonzero(sim.options().feasible)))
 
 
 def run_episode(sim: InferenceSim, scheduler: Scheduler) -> list[TaskRecord]:
     while not sim.done:
-        if not sim.options()[3].any():
+        if not sim.options().feasible.any():
             sim.drop()
             continue
         sim.place(scheduler.choose(sim))

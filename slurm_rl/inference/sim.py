@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -30,6 +31,20 @@ from slurm_rl.inference.profile import Profile
 
 class PlacementError(ValueError):
     """A scheduler chose a device that cannot take the layer."""
+
+
+class Options(NamedTuple):
+    """The current layer on each device (arrays indexed by device): its estimated times and
+    whether the device has the memory for it."""
+
+    ready: F64
+    """When its inputs would have arrived there."""
+    start: F64
+    """When it could start there (ready and the device free)."""
+    finish: F64
+    """When it would finish there."""
+    feasible: np.ndarray
+    """True where the device has the memory for it."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -134,7 +149,7 @@ class InferenceSim:
         self.dropped = 0
         self._next = 0
         self.task: _Task = self._arrive()
-        self._opts: tuple[F64, F64, F64, np.ndarray] | None = None
+        self._opts: Options | None = None
         self._consts: tuple[F64, F64] | None = None
 
     # -- the stream ------------------------------------------------------------------------
@@ -175,9 +190,9 @@ class InferenceSim:
     def layer(self) -> int:
         return len(self.task.devices)
 
-    def options(self) -> tuple[F64, F64, F64, np.ndarray]:
-        """For the current layer on each device: estimated (ready, start, finish) times and
-        the feasibility mask (memory)."""
+    def options(self) -> Options:
+        """For the current layer on each device: its estimated times and the feasibility mask
+        (memory)."""
         if self._opts is not None:
             return self._opts
         task, i = self.task, self.layer
@@ -195,7 +210,7 @@ class InferenceSim:
         start = np.maximum(ready, self.est_free)
         finish = start + task.t.comp[i]
         feasible = self.used + task.t.need[i] <= self.memory
-        self._opts = (ready, start, finish, feasible)
+        self._opts = Options(ready=ready, start=start, finish=finish, feasible=feasible)
         return self._opts
 
     def place(self, d: int) -> list[TaskRecord]:

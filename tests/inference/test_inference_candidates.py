@@ -78,7 +78,7 @@ def test_the_option_reaches_env_replay_checkpoint_and_greedy_placement(tmp_path:
     sim = env.sim
     assert sim is not None
     while not sim.done:
-        if not sim.options()[3].any():
+        if not sim.options().feasible.any():
             sim.drop()
             continue
         d = sched.choose(sim)

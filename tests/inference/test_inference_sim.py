@@ -57,7 +57,7 @@ def test_no_layer_is_placed_without_memory(world: tuple[cl.Cluster, list[Profile
     memory = c.arrays()[2]
     placed: list[tuple[int, int, float]] = []  # (task, device, bytes)
     while not sim.done:
-        if not sim.options()[3].any():
+        if not sim.options().feasible.any():
             sim.drop()
             continue
         d = scheduler.choose(sim)
@@ -93,7 +93,7 @@ def test_infeasible_device_is_refused() -> None:
                                                         mem_bytes_per_s=1e11, memory_bytes=10)),
                        bandwidth=c.bandwidth)
     sim = InferenceSim(small, [resolve("vgg")], StreamConfig(tasks=1))
-    assert list(sim.options()[3]) == [True, False]
+    assert list(sim.options().feasible) == [True, False]
     with pytest.raises(PlacementError, match="not enough memory"):
         sim.place(1)
 
