@@ -1,13 +1,17 @@
-"""The daemon's cycle: poll → persist → decide → act → record, and the loop around it.
+"""The daemon's cycle: poll → persist → decide → record → act → restarts → prune, and the
+loop around it.
 
 One cycle:
-  poll     squeue (-t all, so completions are seen) and sinfo (node Extra carries GPU samples)
-  persist  new jobs, state changes, intent edits, node GPU samples; finish actions a crash
-           left PLANNED (reconcile.py); one commit
-  decide   policy.decide(snapshot) and the minimal change plan; the decision is recorded
-           (entries only for jobs whose value, GPU count or reason changed)
-  act      actions written PLANNED and committed, then one scontrol process runs them all,
-           then each is finished DONE/FAILED and committed. Dry-run stops before this.
+  poll      squeue (-t all, so completions are seen) and sinfo (node Extra carries GPU samples)
+  persist   new jobs, state changes, intent edits, node GPU samples, the gate and the claim
+            checks; finish actions a crash left PLANNED (reconcile.py); one commit
+  decide    policy.decide(snapshot) and the minimal change plan
+  record    the decision (entries only for jobs whose value, GPU count or reason changed)
+  act       actions written PLANNED and committed, then one scontrol process runs them all,
+            then each is finished DONE/FAILED and committed. Dry-run stops before this.
+  restarts  the policy's resizes and requeues of running elastic jobs, step by step
+            (resize.py, preempt.py), and deadline-only jobs sized and released
+  prune     rows past the retention
 
 Slurm unavailable (slurmctld down): the cycle stops where it is; whatever it wrote is
 consistent (an interrupted act leaves its actions PLANNED, reconciled when Slurm is back), and
