@@ -8,6 +8,12 @@ means. Reads no HELD_OUT cluster.
     .venv/bin/python benchmarks/rl_teachers.py --max-jobs 256 --teacher est_work
     .venv/bin/python benchmarks/rl_teachers.py --validation       # docs/rl/train.toml's windows
     .venv/bin/python benchmarks/rl_teachers.py --teacher est_work --preempt-margin 0
+    .venv/bin/python benchmarks/rl_teachers.py --scenarios docs/rl/train-families.toml --every 6
+
+`--scenarios FILE`: the [[scenario]] tables of a scenarios file of `slurm-rl train` instead
+(generated workload families, time-limit models, node sizes; rl/scenarios.py), every K-th
+with `--every K`; with `--validation`, that file's [[validation]] tables. The means are also
+given per family and per time-limit model.
 
 `--preempt-margin M` adds the preemptive `est_work` teacher (docs/rl.md, "Preemption"): pending
 jobs by stated remaining GPU-seconds, and a pending job that does not fit requeues running jobs
@@ -92,6 +98,10 @@ def main() -> None:
     ap.add_argument("--validation", action="store_true",
                     help="docs/rl/train.toml's validation windows instead of the first 2,000 "
                     "jobs of each TRAINING cluster at loads 0.8 and 1.0")
+    ap.add_argument("--scenarios", type=Path, default=None,
+                    help="a scenarios file of slurm-rl train: its [[scenario]] tables (its "
+                    "[[validation]] ones with --validation)")
+    ap.add_argument("--every", type=int, default=1, help="with --scenarios: every K-th one")
     ap.add_argument("--preempt-margin", type=float, default=None,
                     help="also run the preemptive est_work teacher with this margin (>= 0; "
                     "not with --validation)")
@@ -100,7 +110,18 @@ def main() -> None:
         ap.error("--preempt-margin: a number >= 0, without --validation")
     teachers = args.teacher or ["fifo", *TEACHERS]
     engine: EngineConfig | None
-    if args.validation:
+    if args.every < 1:
+        ap.error("--every: a whole number of at least 1")
+    if args.scenarios is not None:
+        if args.preempt_margin is not None:
+            ap.error("--preempt-margin: not with --scenarios")
+        try:
+            _, train, val = read_scenarios(args.scenarios)
+        except (OSError, ValueError) as exc:
+            ap.error(f"--scenarios {args.scenarios}: {exc}")
+        scenarios = list(val if args.validation else train)[::args.every]
+        engine = None
+    elif args.validation:
         scenarios = list(read_scenarios(TRAIN_TOML)[2])
         engine = None
     else:
@@ -110,15 +131,26 @@ def main() -> None:
     pre = "est_work+preempt"
     jct: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}
     util: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}
+    groups: dict[str, list[int]] = {}
     for sc in scenarios:
         env = SchedulingEnv([sc], features_cfg=FeatureConfig(max_jobs=args.max_jobs),
                             engine=engine, use_gpu_choice=False)
+        try:
+            env.reset(seed=0, options={"scenario": 0})
+        except ValueError:  # (no decision to make: every job starts on arrival)
+            print(f"{_name(sc)}: no decision to make, skipped", flush=True)
+            continue
+        if sc.family:
+            limit = "factor" if sc.time_limit is None else sc.time_limit.model.value
+            for key in (f"family {sc.family}", f"limits {limit}",
+                        f"{sc.gpus_per_node} GPUs/node"):
+                groups.setdefault(key, []).append(len(jct[teachers[0]]))
         for t in teachers:
             cpu = time.process_time()
             j, u = episode(env, t, args.max_jobs)
             jct[t].append(j)
             util[t].append(u)
-            print(f"{sc.trace} {sc.window} load {sc.load}: {t:>14} avg JCT {j:9.0f} s  "
+            print(f"{_name(sc)}: {t:>14} avg JCT {j:9.0f} s  "
                   f"util {u:.3f}  ({time.process_time() - cpu:.1f} s CPU)", flush=True)
         if args.preempt_margin is not None and engine is not None:
             cpu = time.process_time()
@@ -127,9 +159,26 @@ def main() -> None:
             util[pre].append(u)
             print(f"{sc.trace} {sc.window} load {sc.load}: {pre:>14} avg JCT {j:9.0f} s  "
                   f"util {u:.3f}  ({time.process_time() - cpu:.1f} s CPU)", flush=True)
-    print(f"mean over {len(scenarios)} scenarios, {args.max_jobs} slots:")
+    print(f"mean over {len(jct[teachers[0]])} scenarios, {args.max_jobs} slots:")
     for t in [*teachers, pre] if args.preempt_margin is not None else teachers:
         print(f"  {t:>14} avg JCT {np.mean(jct[t]):9.0f} s  util {np.mean(util[t]):.3f}")
+    if groups:
+        # Per group, each teacher's mean JCT over that of the group's best teacher, per
+        # scenario (so that no long-JCT scenario outweighs the rest).
+        print("mean ratio to the best teacher of each scenario, per group:")
+        best = [min(jct[t][i] for t in teachers) for i in range(len(jct[teachers[0]]))]
+        print(f"  {'group':>16} " + " ".join(f"{t:>13}" for t in teachers))
+        for key, idx in {"all": list(range(len(best))), **groups}.items():
+            print(f"  {key:>16} " + " ".join(
+                f"{np.mean([jct[t][i] / best[i] for i in idx]):13.3f}" for t in teachers))
+
+
+def _name(sc: Scenario) -> str:
+    if not sc.family:
+        return f"{sc.trace} {sc.window} load {sc.load}"
+    limit = "factor" if sc.time_limit is None else sc.time_limit.model.value
+    return (f"{sc.family} {Path(sc.trace).stem} {sc.window} load {sc.load} {limit} "
+            f"{sc.gpus_per_node} GPUs/node")
 
 
 if __name__ == "__main__":

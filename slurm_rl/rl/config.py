@@ -34,7 +34,8 @@ class TrainConfig:
                                "column's ranking before PPO (0: none).", 30)
     imitation_teacher: str = helped("Warm start: the job feature whose ranking (lowest first) "
                                 "the scores imitate: est_work (stated remaining run time x "
-                                "GPUs), est_remaining, limit_work, time_limit or gittins.",
+                                "GPUs), est_remaining, limit_work, time_limit, gittins, "
+                                "attained_gpu or attained_run.",
                                 "est_work")
     imitation_steps: int = helped("Warm start: decision points collected per worker.", 512)
     validate_every: int = helped("Validate (deterministic, whole episodes) every N iterations.", 5)

@@ -67,6 +67,9 @@ class Scenario:
     gpus_per_node: int = 4
     time_limit: TimeLimitEstimate | None = None
     """The limits of jobs the trace gives none (None: the engine's, factor by default)."""
+    family: str = ""
+    """What the trainer's learning curve groups validation returns by: the workload family it
+    was generated from, or the trace's file name (rl/scenarios.py)."""
 
 
 def default_scenarios(jobs: int = 400) -> tuple[Scenario, ...]:

@@ -9,18 +9,29 @@ checkpoint's), read and checked whole before any work starts:
     loads = [0.8, 1.0]
     seeds = [0]             # optional; also format, gpus_per_node, and
     time_limit = { model = "tsafrir" }   # limits of jobs without one (docs/simulator.md)
-    [[validation]]          # same keys; windows or clusters training does not see
+    [[scenario]]            # or a generated workload family instead of a trace file:
+    family = "diurnal"      # slurm-rl trace families (not a held-out one)
+    jobs = 2000             # jobs per generated trace (default 2000)
+    trace_seeds = [1, 2]    # generator seeds: one trace each (default [0])
+    [[validation]]          # same keys; windows, clusters or generator seeds training does not see
+
+A family's traces are generated once into the trace cache ($XDG_CACHE_HOME/slurm-rl/traces,
+default ~/.cache/slurm-rl/traces) as `slurm-rl trace generate` writes them (the same family,
+jobs and seed give the same file on any machine). Validation returns are reported per family
+(the trainer's curve): a table's `family`, or its trace's file name.
 
 Every key of every table is checked for its type and value; each trace must resolve (a path
 as given, or data:NAME for a shipped one), read as its format, and hold jobs in each window;
 each validation scenario must have a decision to make. HELD_OUT clusters (`splits.HELD_OUT`)
-are refused in both lists: they are for evaluation only. A problem raises ValueError of one
+and held-out families (`workloads.HELD_OUT_FAMILIES`) are refused in both lists: they are
+for evaluation only. A problem raises ValueError of one
 line naming the table, the key and the value (the command adds the file).
 """
 
 from __future__ import annotations
 
 import math
+import os
 import tomllib
 from importlib import resources
 from pathlib import Path
@@ -30,10 +41,12 @@ from slurm_rl.rl.env import Scenario, SchedulingEnv
 from slurm_rl.sim import trace as tr
 from slurm_rl.sim.config import describe_value, time_limit_from_table
 from slurm_rl.sim.run import DATA_PREFIX, load_jobs, resolve_trace_path
+from slurm_rl.sim.workloads import FAMILIES, HELD_OUT_FAMILIES, generate, write_csv
 from slurm_rl.splits import HELD_OUT
 
 TABLES = ("scenario", "train", "validation")
-KEYS = ("format", "gpus_per_node", "loads", "seeds", "time_limit", "trace", "windows")
+KEYS = ("family", "format", "gpus_per_node", "jobs", "loads", "seeds", "time_limit", "trace",
+        "trace_seeds", "windows")
 """The keys of a [[scenario]] or [[validation]] table."""
 
 
@@ -81,8 +94,16 @@ def _expand(e: dict[str, Any], at: str) -> list[Scenario]:
     if unknown:
         raise ValueError(f"{at}: unknown key(s) {', '.join(unknown)} "
                          f"(valid: {', '.join(KEYS)})")
+    if "family" in e:
+        return [sc for trace in _family_traces(e, at) for sc in _expand_trace(
+            {k: v for k, v in e.items() if k not in ("family", "jobs", "trace_seeds")},
+            at, trace, "itp", e["family"])]
+    for key in ("jobs", "trace_seeds"):
+        if key in e:
+            raise ValueError(f"{at} {key}: only with family (a generated workload)")
     if "trace" not in e:
-        raise ValueError(f"{at}: no trace (a path, or {DATA_PREFIX}NAME for a shipped one)")
+        raise ValueError(f"{at}: no trace (a path, or {DATA_PREFIX}NAME for a shipped one) "
+                         "and no family")
     trace = e["trace"]
     if not isinstance(trace, str) or not trace:
         raise ValueError(f"{at} trace: expected a path (a non-empty string), got "
@@ -90,7 +111,52 @@ def _expand(e: dict[str, Any], at: str) -> list[Scenario]:
     if any(f"cluster{c}" in trace for c in HELD_OUT):
         raise ValueError(f"{at}: {trace} is a HELD_OUT cluster (evaluation only)")
     _check_trace_path(at, trace)
-    fmt = e.get("format", tr.TraceFormat.ITP_DEADLINE.value)
+    label = Path(trace.removeprefix(DATA_PREFIX)).stem
+    return _expand_trace(e, at, trace, e.get("format", tr.TraceFormat.ITP_DEADLINE.value),
+                         label)
+
+
+def trace_cache() -> Path:
+    """Where generated family traces are written: $XDG_CACHE_HOME/slurm-rl/traces."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "slurm-rl" / "traces"
+
+
+def _family_traces(e: dict[str, Any], at: str) -> list[str]:
+    """The generated traces of a `family` table (written to the cache where missing)."""
+    for key in ("trace", "format"):
+        if key in e:
+            raise ValueError(f"{at} {key}: not with family (a generated trace, format itp)")
+    family = e["family"]
+    if not isinstance(family, str) or family not in FAMILIES:
+        what = repr(family) if isinstance(family, str) else describe_value(family)
+        raise ValueError(f"{at} family: unknown family {what} (valid: "
+                         f"{', '.join(f for f in FAMILIES if f not in HELD_OUT_FAMILIES)})")
+    if family in HELD_OUT_FAMILIES:
+        raise ValueError(f"{at} family: {family} is held out of training (evaluation only; "
+                         f"held out: {', '.join(HELD_OUT_FAMILIES)})")
+    jobs = e.get("jobs", 2000)
+    if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+        raise ValueError(f"{at} jobs: expected a whole number of at least 1, got "
+                         f"{describe_value(jobs)}")
+    seeds = _list(e, "trace_seeds", at, [0])
+    for s in seeds:
+        if isinstance(s, bool) or not isinstance(s, int):
+            raise ValueError(f"{at} trace_seeds: expected whole numbers, got "
+                             f"{describe_value(s)}")
+    out = []
+    for s in seeds:
+        path = trace_cache() / f"{family}-{jobs}-seed{s}.csv"
+        if not path.is_file():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_csv(generate(family, jobs, s), str(path))
+        out.append(str(path))
+    return out
+
+
+def _expand_trace(e: dict[str, Any], at: str, trace: str, fmt: Any, label: str
+                  ) -> list[Scenario]:
+    """The scenarios of one trace: the table's windows x loads x seeds."""
     formats = [f.value for f in tr.TraceFormat]
     if fmt not in formats:
         raise ValueError(f"{at} format: unknown format {fmt!r} (valid: {', '.join(formats)})")
@@ -119,7 +185,7 @@ def _expand(e: dict[str, Any], at: str) -> list[Scenario]:
     limit = (time_limit_from_table(e["time_limit"], label=f"{at} time_limit: ")
              if "time_limit" in e else None)
     return [Scenario(trace=trace, window=w, load=float(load), seed=s, fmt=fmt,
-                     gpus_per_node=gpus, time_limit=limit)
+                     gpus_per_node=gpus, time_limit=limit, family=label)
             for w in windows for load in loads for s in seeds]
 
 

@@ -66,18 +66,20 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
         refs, untrained = work.references()
         echo("validation references (return = -avg JCT h; orders without preemption): "
              + ", ".join(f"{r} {v:.5g}" for r, v in refs.items()))
-        echo(f"initial weights: val {untrained:.5g}")
-        best = untrained
+        echo(f"initial weights: val {untrained[0]:.5g}")
+        best, per_family = untrained
         if imitation > 0:
             loss, states = _imitate(cfg, net, opt, work.batch(cfg.imitation_steps, -1),
                                     imitation)
             echo(f"imitation: {imitation} epochs on {states} states, loss {loss:.4f}")
-            best = work.validate()
+            best, per_family = work.validate()
         kept = (_copy(net), {"iteration": 0, "val_return": best, **extra})
+        blank = {f"val_{f}": "" for f in work.families()}
         rows.append({"iteration": 0, "steps": 0, "wall_s": round(time.time() - t0, 1),
                      "train_return": "", "val_return": best,
+                     **{f"val_{f}": v for f, v in per_family.items()},
                      **{f"ref_{k}": v for k, v in refs.items()}})
-        echo(f"iter 0: val {best:.5g}")
+        echo(f"iter 0: val {best:.5g}{_by_family(per_family)}")
         for it in range(1, cfg.iterations + 1):
             for g in opt.param_groups:  # (the step size annealed linearly to 0)
                 g["lr"] = cfg.learning_rate * (1.0 - (it - 1) / cfg.iterations)
@@ -85,15 +87,17 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
             steps += len(b["rewards"])
             pg, v_loss = _ppo_update(cfg, net, opt, b)
             row = {"iteration": it, "steps": steps, "wall_s": round(time.time() - t0, 1),
-                   "train_return": _mean_or_blank(b["ep_returns"]), "val_return": "",
+                   "train_return": _mean_or_blank(b["ep_returns"]), "val_return": "", **blank,
                    **{f"ref_{k}": v for k, v in refs.items()}}
             tr = "-" if row["train_return"] == "" else f"{row['train_return']:.5g}"
             line = (f"iter {it}/{cfg.iterations}: steps {steps}, episodes "
                     f"{len(b['ep_returns'])}, train return {tr}, pg {pg:.4f}, v {v_loss:.5f}, "
                     f"log_std {net.log_std.item():.2f}")
             if it % cfg.validate_every == 0 or it == cfg.iterations:
-                val = row["val_return"] = work.validate()
-                line += f", val {val:.5g}"
+                val, per_family = work.validate()
+                row["val_return"] = val
+                row.update({f"val_{f}": v for f, v in per_family.items()})
+                line += f", val {val:.5g}{_by_family(per_family)}"
                 if val > best:
                     best = val
                     kept = (_copy(net), {"iteration": it, "val_return": val, **extra})
@@ -105,7 +109,14 @@ def train(cfg: TrainConfig, scenarios: tuple[Scenario, ...], validation: tuple[S
             pool.close()
     _write_outputs(net.cfg, *kept, rows, out)
     return {"best_val_return": best, "wall_s": time.time() - t0, "steps": steps, "refs": refs,
-            "untrained_val_return": untrained, "initial_val_return": rows[0]["val_return"]}
+            "untrained_val_return": untrained[0], "initial_val_return": rows[0]["val_return"]}
+
+
+def _by_family(per_family: dict[str, float]) -> str:
+    """' (fam a, fam b)' for the log line; nothing with a single family."""
+    if len(per_family) < 2:
+        return ""
+    return " (" + ", ".join(f"{f} {v:.5g}" for f, v in per_family.items()) + ")"
 
 
 def _copy(net: JobScorer) -> dict[str, torch.Tensor]:
@@ -193,22 +204,40 @@ class _Rollouts:
                                              float(p["last_value"]), cfg.gamma, cfg.gae_lambda)
         return {k: np.concatenate([np.atleast_1d(p[k]) for p in parts]) for k in parts[0]}
 
-    def validate(self) -> float:
-        """The mean return of the validation episodes with the network's mean scores."""
-        return float(np.mean(self.pool.map(rollout.run_task,
-                                           self._episodes(self._weights(), "net"))))
+    def families(self) -> tuple[str, ...]:
+        """The validation scenarios' families, in their first order (`Scenario.family`)."""
+        return tuple(dict.fromkeys(sc.family for sc in self.validation))
 
-    def references(self) -> tuple[dict[str, float], float]:
-        """(mean validation return of fifo, gittins and the imitation teacher's orders, that
-        of the network as it is): one batch of tasks (one job array on Slurm)."""
+    def _split(self, returns: list[float]) -> tuple[float, dict[str, float]]:
+        """(the mean of the validation `returns`, in scenario order; the mean per family)."""
+        per = {f: float(np.mean([r for r, sc in zip(returns, self.validation, strict=True)
+                                 if sc.family == f])) for f in self.families()}
+        return float(np.mean(returns)), per
+
+    def validate(self) -> tuple[float, dict[str, float]]:
+        """The mean return of the validation episodes with the network's mean scores, and
+        that mean per family."""
+        return self._split(self.pool.map(rollout.run_task,
+                                         self._episodes(self._weights(), "net")))
+
+    def references(self) -> tuple[dict[str, float], tuple[float, dict[str, float]]]:
+        """(mean validation return of fifo, gittins and the imitation teacher's orders, overall
+        as "NAME" and per family as "NAME_FAMILY" where there are several families; that of
+        the network as it is, as `validate` gives it): one batch of tasks (one job array on
+        Slurm)."""
         n = len(self.validation)
         state0 = self._weights()
         names = list(dict.fromkeys(("fifo", "gittins", self.cfg.imitation_teacher)))
         first = self.pool.map(rollout.run_task, [
             *(e for r in names for e in self._episodes(None, r)),
             *self._episodes(state0, "net")])
-        refs = {r: float(np.mean(first[i * n:(i + 1) * n])) for i, r in enumerate(names)}
-        return refs, float(np.mean(first[len(names) * n:]))
+        refs: dict[str, float] = {}
+        for i, r in enumerate(names):
+            mean, per = self._split(first[i * n:(i + 1) * n])
+            refs[r] = mean
+            if len(per) > 1:
+                refs.update({f"{r}_{f}": v for f, v in per.items()})
+        return refs, self._split(first[len(names) * n:])
 
 
 def _imitate(cfg: TrainConfig, net: JobScorer, opt: torch.optim.Optimizer,
@@ -264,18 +293,33 @@ def _write_curve(rows: list[dict[str, Any]], out: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    families = [k[4:] for k in rows[0] if k.startswith("val_") and k != "val_return"]
+    panels = 1 + (len(families) if len(families) > 1 else 0)
+    fig, axes = plt.subplots(1, panels, figsize=(6 + 4 * (panels - 1), 3.5), squeeze=False)
+    ax = axes[0][0]
     tr = [(r["steps"], r["train_return"]) for r in rows if r["train_return"] != ""]
-    va = [(r["steps"], r["val_return"]) for r in rows if r["val_return"] != ""]
     if tr:
         ax.plot(*zip(*tr, strict=True), label="train episodes (sampled)", alpha=0.6)
-    ax.plot(*zip(*va, strict=True), "o-", label="validation (mean scores)")
-    refs = [k for k in rows[0] if k.startswith("ref_")]
-    for k, style in zip(refs, (":", "--", "-."), strict=False):
-        ax.axhline(rows[0][k], ls=style, color="grey", label=k[4:] + " order (validation)")
-    ax.set_xlabel("decision points")
+    refs = [k for k in rows[0] if k.startswith("ref_")
+            and not any(k.endswith(f"_{f}") for f in families)]
+    _validation_panel(ax, rows, "val_return", [(k, k[4:]) for k in refs], "all validation")
     ax.set_ylabel("return = -avg JCT (h)")
-    ax.legend(fontsize=7)
+    if panels > 1:
+        for ax, f in zip(axes[0][1:], families, strict=True):
+            _validation_panel(ax, rows, f"val_{f}", [(f"{k}_{f}", k[4:]) for k in refs], f)
     fig.tight_layout()
     fig.savefig(out.with_suffix(".png"), dpi=100)
     plt.close(fig)
+
+
+def _validation_panel(ax: Any, rows: list[dict[str, Any]], column: str,
+                      refs: list[tuple[str, str]], title: str) -> None:
+    """One panel of the curve: the validation column over decision points, with the
+    reference orders' returns as horizontal lines."""
+    va = [(r["steps"], r[column]) for r in rows if r[column] != ""]
+    ax.plot(*zip(*va, strict=True), "o-", label="validation (mean scores)")
+    for (k, name), style in zip(refs, (":", "--", "-."), strict=False):
+        ax.axhline(rows[0][k], ls=style, color="grey", label=f"{name} order")
+    ax.set_xlabel("decision points")
+    ax.set_title(title, fontsize=9)
+    ax.legend(fontsize=7)

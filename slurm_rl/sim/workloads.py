@@ -124,8 +124,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
 )}
 """The shipped families, by name."""
 
-HELD_OUT_FAMILIES = ("heavy-tail",)
-"""Families kept out of training: used only to validate and report (docs/rl.md)."""
+HELD_OUT_FAMILIES = ("heavy-tail", "burst", "wide", "debug")
+"""Families kept out of training (the scenarios file of `slurm-rl train` refuses them): used
+only to evaluate and report (docs/rl.md; the robustness suite, docs/evaluation.md). `itp` and
+`diurnal`, resampled from the ITP TRAINING clusters, are the ones to train on."""
 
 
 def generate(family: str | Family, jobs: int, seed: int = 0) -> tuple[TraceJob, ...]:

@@ -53,3 +53,25 @@ def test_the_shipped_scenarios_file_reads() -> None:
 def test_an_unknown_imitation_teacher_is_refused() -> None:
     with pytest.raises(ValueError, match="imitation_teacher: unknown teacher 'srtf-oracle'"):
         TrainConfig(imitation_teacher="srtf-oracle")
+
+
+def test_the_curve_has_a_validation_column_and_panel_per_family(tmp_path: Path) -> None:
+    import csv
+
+    cfg = TrainConfig(seed=3, iterations=2, steps_per_worker=64, workers=1, imitation_epochs=1,
+                      imitation_steps=64, validate_every=1, minibatch_size=64, hidden=8)
+    val = (Scenario(trace=TRACE, window="0:100", load=1.0, family="a"),
+           Scenario(trace=TRACE, window="100:100", load=1.0, family="a"),
+           Scenario(trace=TRACE, window="200:100", load=1.3, family="b"))
+    out = tmp_path / "ck.pt"
+    res = train(cfg, val[:1], val, out, echo=lambda *_: None)
+    rows = list(csv.DictReader(out.with_suffix(".csv").open()))
+    assert len(rows) == 3
+    for r in rows:  # (every row validated: validate_every = 1)
+        a, b = float(r["val_a"]), float(r["val_b"])
+        assert a != b
+        assert float(r["val_return"]) == pytest.approx((2 * a + b) / 3)
+    assert float(rows[0]["val_return"]) == pytest.approx(res["initial_val_return"])
+    refs = res["refs"]
+    assert refs["gittins"] == pytest.approx((2 * refs["gittins_a"] + refs["gittins_b"]) / 3)
+    assert {"ref_fifo_a", "ref_fifo_b", "ref_est_work_b"} <= set(rows[0])

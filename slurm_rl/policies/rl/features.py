@@ -64,9 +64,11 @@ JOB_FEATURES: tuple[str, ...] = (
     "limit_work",       # _lt(remaining Slurm time limit x GPUs) (0: unlimited)
 )
 N_JOB_FEATURES = len(JOB_FEATURES)
-TEACHERS: tuple[str, ...] = ("gittins", "est_remaining", "est_work", "limit_work", "time_limit")
+TEACHERS: tuple[str, ...] = ("gittins", "est_remaining", "est_work", "limit_work", "time_limit",
+                             "attained_gpu", "attained_run")
 """Job feature columns whose ranking (lowest first) the trainer may imitate or report as a
-reference: each is a non-clairvoyant index policy without preemption."""
+reference: each is a non-clairvoyant index policy without preemption (`attained_gpu`: least
+attained GPU service first, as tiresias; `attained_run`: least attained run time)."""
 
 
 def teacher_column(name: str) -> int:
