@@ -5,8 +5,8 @@ Per cell (workload x load x time-limit model) and policy: mean and p95 JCT, the 
 jobs that run under 10 minutes, GPU utilisation, requeues and guard switches. The target's
 mean JCT over the best heuristic's is the cell's ratio; the report prints the WORST CELL
 FIRST, then the mean, apart for the cells in the target's training distribution and those
-held out of it, and plots the ratio of every cell. Traces are generated into OUT/traces
-(`slurm-rl trace generate` makes the same files).
+held out of it, and plots the ratio of every cell. Traces are generated into OUT/traces on
+every run (`slurm-rl trace generate` makes the same files).
 
     .venv/bin/python benchmarks/robust_eval.py [--suite docs/eval/robust.toml] [--out DIR]
         [--workers 2] [--quick]
@@ -133,9 +133,10 @@ def read_suite(path: Path, out: Path) -> tuple[dict[str, Any], list[Workload],
     traces.mkdir(parents=True, exist_ok=True)
     workloads = []
     for f in doc.get("family", []):
+        # Written again on every run (it takes well under a second): a trace kept from an
+        # earlier run would outlive a change to its family's generator.
         p = traces / f"{f['name']}-{suite['jobs']}-seed{f.get('seed', 0)}.csv"
-        if not p.exists():
-            write_csv(generate(f["name"], suite["jobs"], f.get("seed", 0)), str(p))
+        write_csv(generate(f["name"], suite["jobs"], f.get("seed", 0)), str(p))
         workloads.append(Workload(name=f["name"], path=str(p), format="itp", window=None,
                                   gpus_per_node=f["gpus_per_node"],
                                   held_out=f.get("held_out", True),
