@@ -16,8 +16,9 @@ checkpoint's), read and checked whole before any work starts:
     [[validation]]          # same keys; windows, clusters or generator seeds training does not see
 
 A family's traces are generated once into the trace cache ($XDG_CACHE_HOME/slurm-rl/traces,
-default ~/.cache/slurm-rl/traces) as `slurm-rl trace generate` writes them (the same family,
-jobs and seed give the same file on any machine). Validation returns are reported per family
+default ~/.cache/slurm-rl/traces; FAMILY-JOBS-seedSEED-DIGEST.csv, DIGEST a hash of the
+family's definition) as `slurm-rl trace generate` writes them (the same family, jobs and seed
+give the same file on any machine). Validation returns are reported per family
 (the trainer's curve): a table's `family`, or its trace's file name.
 
 Every key of every table is checked for its type and value; each trace must resolve (a path
@@ -30,6 +31,7 @@ line naming the table, the key and the value (the command adds the file).
 
 from __future__ import annotations
 
+import hashlib
 import math
 import os
 import tomllib
@@ -144,9 +146,12 @@ def _family_traces(e: dict[str, Any], at: str) -> list[str]:
         if isinstance(s, bool) or not isinstance(s, int):
             raise ValueError(f"{at} trace_seeds: expected whole numbers, got "
                              f"{describe_value(s)}")
+    # The file name carries a digest of the family's definition, so that a changed family
+    # is generated again instead of read from a file made before the change.
+    digest = hashlib.sha1(repr(FAMILIES[family]).encode()).hexdigest()[:8]
     out = []
     for s in seeds:
-        path = trace_cache() / f"{family}-{jobs}-seed{s}.csv"
+        path = trace_cache() / f"{family}-{jobs}-seed{s}-{digest}.csv"
         if not path.is_file():
             path.parent.mkdir(parents=True, exist_ok=True)
             write_csv(generate(family, jobs, s), str(path))

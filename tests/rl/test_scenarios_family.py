@@ -38,9 +38,11 @@ def test_a_family_table_generates_its_traces(tmp_path: Path, cache: Path) -> Non
     _, sc, (val,) = read(tmp_path, 'family = "diurnal"\njobs = 300\ntrace_seeds = [4, 5]\n'
                          'loads = [1.0, 1.3]\ngpus_per_node = 8')
     assert trace_cache() == cache
-    assert [(Path(s.trace).name, s.load) for s in sc] == [
-        ("diurnal-300-seed4.csv", 1.0), ("diurnal-300-seed4.csv", 1.3),
-        ("diurnal-300-seed5.csv", 1.0), ("diurnal-300-seed5.csv", 1.3)]
+    names = [Path(s.trace).name for s in sc]
+    assert [n.rsplit("-", 1)[0] for n in names] == ["diurnal-300-seed4"] * 2 + [
+        "diurnal-300-seed5"] * 2
+    assert [s.load for s in sc] == [1.0, 1.3, 1.0, 1.3]
+    assert all(Path(s.trace).parent == cache for s in sc)
     assert {(s.family, s.fmt, s.gpus_per_node) for s in sc} == {("diurnal", "itp", 8)}
     jobs = load_jobs(sc[0].trace, "itp")
     want = generate("diurnal", 300, 4)
@@ -82,3 +84,17 @@ def test_the_families_scenarios_file_reads() -> None:
     assert {s.gpus_per_node for s in sc} == {4, 8}
     assert {"tsafrir", "fixed", "factor"} == {
         s.time_limit.model.value for s in sc if s.time_limit is not None}
+
+
+def test_a_changed_family_is_generated_again(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    from dataclasses import replace
+
+    from slurm_rl.sim.workloads import FAMILIES
+
+    _, (before,), _ = read(tmp_path, 'family = "itp"\njobs = 300\nloads = [1.3]')
+    monkeypatch.setitem(FAMILIES, "itp", replace(FAMILIES["itp"], mean_gap_s=600.0))
+    _, (after,), _ = read(tmp_path, 'family = "itp"\njobs = 300\nloads = [1.3]')
+    assert before.trace != after.trace
+    assert Path(before.trace).is_file() and Path(after.trace).is_file()
+    assert load_jobs(before.trace, "itp") != load_jobs(after.trace, "itp")
