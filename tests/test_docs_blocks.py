@@ -134,6 +134,11 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/inference.md", "SLURM_RL_BIN=$PWD/.venv/bin/slurm-rl SLURM_RL_PYTHON=$PWD/.venv/bin/"
                           "python \\"):
         How(skip="submits a job; tests/inference/test_inference_pipeline_slurm.py runs it"),
+    ("docs/inference.md", ".venv/bin/slurm-rl inference evaluate --grid "
+                          "docs/inference/grid-example.toml --out-dir /tmp/grid-eval"):
+        How(replace=(("/tmp/grid-eval", "$TMP/grid-eval"),),
+            expect="- drm-dql: worst 1.268 (cluster example, bandwidths from bandwidth.csv, "
+                   "mobilenet, load 0.8); geo-mean 0.974;"),
     ("docs/inference.md", "D=slurm_rl/data/inference C=docs/inference    "
                           "# the shipped checkpoints and profiles; tables and plots"):
         How(skip="runs of many minutes that rewrite shipped files (test_inference_cli.py "

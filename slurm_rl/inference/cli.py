@@ -22,6 +22,7 @@ EVALUATE_OUT = "inference-eval"
 calibration in slurm_rl/data/inference/, tables and plots in docs/inference/) are rewritten
 only when --out-dir names their folder."""
 SWEEP_FILES = ("sweep.csv", "dp.csv", "sweep.png", "summary.md")
+GRID_FILES = ("sweep.csv", "summary.md")
 
 
 def _output_folder(given: Path | None, default: str, writes: list[str]) -> Path:
@@ -158,45 +159,51 @@ def _params(items: tuple[str, ...], cls: type) -> dict[str, object]:
 @click.option("--seeds", default="1,2,3", show_default=True)
 @click.option("--tasks", type=click.IntRange(1, 100_000), default=24, show_default=True)
 @click.option("--load", type=click.FloatRange(0.01, 10.0), default=0.6, show_default=True)
+@click.option("--grid", "grid_file", type=click.Path(dir_okay=False, path_type=Path),
+              default=None,
+              help="A grid file (TOML, docs/inference.md): your clusters, bandwidths, models, "
+                   "loads, seeds and schedulers instead of the built-in sweep; writes "
+                   "sweep.csv and summary.md.")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help=f"Folder for sweep.csv, dp.csv, sweep.png, summary.md (default: "
                    f"./{EVALUATE_OUT}/, or {EVALUATE_OUT}-2, -3... if that holds a sweep; "
                    "docs/inference replaces the shipped ones).")
 @click.option("--report-only", is_flag=True,
               help=f"Only rewrite summary.md and sweep.png from sweep.csv and dp.csv in "
-                   f"--out-dir (default ./{EVALUATE_OUT}/).")
+                   f"--out-dir (default ./{EVALUATE_OUT}/); after --grid, summary.md from "
+                   "sweep.csv.")
 def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: float,
-                     out_dir: Path | None, report_only: bool) -> None:
+                     grid_file: Path | None, out_dir: Path | None, report_only: bool) -> None:
     """The bandwidth x compute-mix x structure sweep (held-out structures included) and the
-    DP comparison, for DRM-DQL, vanilla DQL, HEFT, whole-model and lookahead."""
-    from slurm_rl.inference import dqn, experiments
+    DP comparison, for DRM-DQL, vanilla DQL, HEFT, whole-model and lookahead; or, with
+    --grid, the cells a grid file names."""
+    from slurm_rl.inference import experiments
     from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
 
     if report_only:
         folder = out_dir or Path(EVALUATE_OUT)
-        for name in ("sweep.csv", "dp.csv"):
-            if not (folder / name).is_file():
-                raise click.BadParameter(f"no {name} in {folder} (run evaluate first, or name "
-                                         "its folder)", param_hint="--out-dir")
-        _report(experiments.read_csv(folder / "sweep.csv"),
-                experiments.read_csv(folder / "dp.csv"), folder)
+        if not (folder / "sweep.csv").is_file():
+            raise click.BadParameter(f"no sweep.csv in {folder} (run evaluate first, or name "
+                                     "its folder)", param_hint="--out-dir")
+        rows = experiments.read_csv(folder / "sweep.csv")
+        if rows and "cluster" in rows[0]:
+            _grid_report(rows, folder)
+            return
+        if not (folder / "dp.csv").is_file():
+            raise click.BadParameter(f"no dp.csv in {folder} (run evaluate first, or name "
+                                     "its folder)", param_hint="--out-dir")
+        _report(rows, experiments.read_csv(folder / "dp.csv"), folder)
+        return
+    if grid_file is not None:
+        _evaluate_grid(grid_file, checkpoint_dir, seeds, tasks, load, out_dir)
         return
 
-    ck_dir = checkpoint_dir or experiments.DATA
     seed_list = _seeds(seeds)
-    nets = {}
-    for agent in ("drm", "vanilla"):
-        for s in seed_list:
-            p = experiments.checkpoint_path(ck_dir, agent, s)
-            if not p.is_file():
-                raise click.BadParameter(f"{p} is missing (slurm-rl inference train)",
-                                         param_hint="--checkpoint-dir")
-            try:
-                nets[(agent, s)] = dqn.load(p)[0]
-            except dqn.CheckpointError as exc:
-                raise click.BadParameter(str(exc), param_hint="--checkpoint-dir") from None
+    nets = _agent_nets(checkpoint_dir, ("drm", "vanilla"), seed_list)
 
     def scheds(seed: int) -> dict[str, Scheduler]:
+        from slurm_rl.inference import dqn
+
         return {"drm-dql": dqn.QScheduler(nets[("drm", seed)], "drm-dql"),
                 "vanilla-dql": dqn.QScheduler(nets[("vanilla", seed)], "vanilla-dql"),
                 "heft": EarliestFinish(), "whole": WholeModel(), "lookahead": Lookahead()}
@@ -209,6 +216,82 @@ def evaluate_command(checkpoint_dir: Path | None, seeds: str, tasks: int, load: 
     experiments.write_csv(dp, out / "dp.csv")
     _report(rows, dp, out)
     click.echo(f"wrote {', '.join(str(out / name) for name in SWEEP_FILES)}")
+
+
+def _agent_nets(checkpoint_dir: Path | None, agents: tuple[str, ...], seeds: list[int]
+                ) -> dict[tuple[str, int], Any]:
+    """Each agent's seed-k network from --checkpoint-dir (default: the shipped ones), every
+    one loaded before any work (one-line --checkpoint-dir errors)."""
+    from slurm_rl.inference import dqn, experiments
+
+    ck_dir = checkpoint_dir or experiments.DATA
+    nets = {}
+    for agent in agents:
+        for s in seeds:
+            p = experiments.checkpoint_path(ck_dir, agent, s)
+            if not p.is_file():
+                raise click.BadParameter(f"{p} is missing (slurm-rl inference train)",
+                                         param_hint="--checkpoint-dir")
+            try:
+                nets[(agent, s)] = dqn.load(p)[0]
+            except dqn.CheckpointError as exc:
+                raise click.BadParameter(str(exc), param_hint="--checkpoint-dir") from None
+    return nets
+
+
+def _evaluate_grid(grid_file: Path, checkpoint_dir: Path | None, seeds: str, tasks: int,
+                   load: float, out_dir: Path | None) -> None:
+    """`evaluate --grid`: the whole file and the checkpoints it needs are checked first;
+    sweep.csv and summary.md are written only after every cell has run."""
+    from slurm_rl.inference import experiments, grid
+    from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
+
+    try:
+        g = grid.read_grid(grid_file)
+    except grid.GridError as exc:
+        raise click.BadParameter(str(exc), param_hint="--grid") from None
+    ctx = click.get_current_context()
+    for option, key, given in (("--seeds", "seeds", g.seeds), ("--tasks", "tasks", g.tasks),
+                               ("--load", "load", g.loads)):
+        if given is not None and ctx.get_parameter_source(key) is \
+                click.core.ParameterSource.COMMANDLINE:
+            raise click.UsageError(f"{option}: {grid_file} gives {key}{'s' * (key == 'load')}"
+                                   " (leave one out)")
+    seed_list = list(g.seeds) if g.seeds is not None else _seeds(seeds)
+    agents = tuple(grid.AGENT_SCHEDULERS[s] for s in g.schedulers if s in grid.AGENT_SCHEDULERS)
+    nets = _agent_nets(checkpoint_dir, agents, seed_list)
+
+    def scheds(seed: int) -> dict[str, Scheduler]:
+        from slurm_rl.inference import dqn
+
+        out: dict[str, Scheduler] = {}
+        for name in g.schedulers:
+            if name in grid.AGENT_SCHEDULERS:
+                out[name] = dqn.QScheduler(nets[(grid.AGENT_SCHEDULERS[name], seed)], name)
+            elif name == "heft":
+                out[name] = EarliestFinish()
+            elif name == "whole":
+                out[name] = WholeModel()
+            else:
+                out[name] = Lookahead()
+        return out
+
+    rows = experiments.grid_sweep([(c.name, c.bandwidth, c.cluster) for c in g.clusters],
+                                  g.models, scheds, seed_list, g.tasks or tasks,
+                                  list(g.loads or (load,)))
+    out = _output_folder(out_dir, EVALUATE_OUT, list(GRID_FILES))
+    out.mkdir(parents=True, exist_ok=True)
+    experiments.write_csv(rows, out / "sweep.csv")
+    _grid_report(rows, out)
+    click.echo(f"wrote {', '.join(str(out / name) for name in GRID_FILES)}")
+
+
+def _grid_report(rows: list[dict[str, Any]], out_dir: Path) -> None:
+    from slurm_rl.inference import report
+
+    text = report.grid_summary(rows)
+    (out_dir / "summary.md").write_text(text + "\n")
+    click.echo(text)
 
 
 def _report(rows: list[dict[str, Any]], dp: list[dict[str, Any]], out_dir: Path) -> None:

@@ -14,7 +14,7 @@ import numpy as np
 
 from slurm_rl.inference import cluster as cl
 from slurm_rl.inference.env import HELD_OUT_MODELS, TRAIN_MODELS, InferenceEnv, Scenario
-from slurm_rl.inference.profile import resolve
+from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Metrics,
@@ -152,17 +152,39 @@ def sweep(schedulers: Callable[[int], dict[str, Scheduler]], seeds: Sequence[int
             c = cl.make(cl.MIXES[mix], gbps)
             prof = resolve(model)
             for name, s in scheds.items():
-                if isinstance(s, WholeModel):
-                    s = WholeModel()
-                sim = InferenceSim(c, [prof], StreamConfig(tasks=tasks, load=load,
-                                                           seed=10_000 + seed))
-                m: Metrics = metrics(run_episode(sim, s), sim.dropped)
                 rows.append({"gbps": gbps, "mix": mix, "model": model,
                              "held_out": model in HELD_OUT_MODELS, "seed": seed,
-                             "scheduler": name, "mean_ms": m.mean_s * 1e3,
-                             "p95_ms": m.p95_s * 1e3, "throughput": m.throughput,
-                             "slowdown": m.slowdown, "dropped": m.dropped})
+                             "scheduler": name, **_episode(c, prof, s, tasks, load, seed)})
     return rows
+
+
+def grid_sweep(cells: Sequence[tuple[str, float | str, cl.Cluster]],
+               models: Sequence[tuple[str, Profile]],
+               schedulers: Callable[[int], dict[str, Scheduler]], seeds: Sequence[int],
+               tasks: int, loads: Sequence[float]) -> list[dict[str, Any]]:
+    """`sweep` over a grid file's cells: every (cluster name, bandwidth label, cluster) x
+    (model label, profile) x load, each row labelled by them (`grid.Grid` gives both lists)."""
+    rows = []
+    for seed in seeds:
+        scheds = schedulers(seed)
+        for (name, bandwidth, c), (model, prof), load in itertools.product(cells, models,
+                                                                           loads):
+            for sched, s in scheds.items():
+                rows.append({"cluster": name, "gbps": bandwidth, "model": model,
+                             "load": load, "seed": seed, "scheduler": sched,
+                             **_episode(c, prof, s, tasks, load, seed)})
+    return rows
+
+
+def _episode(c: cl.Cluster, prof: Profile, s: Scheduler, tasks: int, load: float,
+             seed: int) -> dict[str, Any]:
+    """One stream of `tasks` tasks of `prof` at `load` (stream seed 10000 + seed): metrics."""
+    if isinstance(s, WholeModel):  # (it keeps per-task state: a fresh one per episode)
+        s = WholeModel()
+    sim = InferenceSim(c, [prof], StreamConfig(tasks=tasks, load=load, seed=10_000 + seed))
+    m: Metrics = metrics(run_episode(sim, s), sim.dropped)
+    return {"mean_ms": m.mean_s * 1e3, "p95_ms": m.p95_s * 1e3, "throughput": m.throughput,
+            "slowdown": m.slowdown, "dropped": m.dropped}
 
 
 def dp_rows(schedulers: dict[str, Scheduler]) -> list[dict[str, Any]]:

@@ -152,5 +152,59 @@ def mix_model_grid(rows: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def grid_cells(rows: list[dict[str, Any]], field: str = "mean_ms"
+               ) -> dict[tuple[str, Any, str, float], dict[str, float]]:
+    """(cluster, bandwidth, model, load) -> scheduler -> `field` averaged over seeds (the rows
+    of `evaluate --grid`)."""
+    acc: dict[tuple[str, Any, str, float], dict[str, list[float]]] = defaultdict(
+        lambda: defaultdict(list))
+    for r in rows:
+        acc[(str(r["cluster"]), r["gbps"], str(r["model"]), float(r["load"]))][
+            r["scheduler"]].append(float(r[field]))
+    return {k: {s: float(np.mean(v)) for s, v in d.items()} for k, d in acc.items()}
+
+
+def _cell_label(key: tuple[str, Any, str, float]) -> str:
+    cluster, gbps, model, load = key
+    bw = f"{gbps:g} Gbit/s" if isinstance(gbps, float | int) else f"bandwidths from {gbps}"
+    return f"cluster {cluster}, {bw}, {model}, load {load:g}"
+
+
+def grid_summary(rows: list[dict[str, Any]], reference: str = "heft", tie: float = 0.005
+                 ) -> str:
+    """`evaluate --grid`'s report: per scheduler its worst cell against `reference` first,
+    then the geometric-mean ratio and the better / tie / worse counts; then one line per cell
+    (mean latency in ms, mean over seeds, the best in bold, and each ratio to `reference`)."""
+    cells = grid_cells(rows)
+    scheds = list(dict.fromkeys(r["scheduler"] for r in rows))
+    others = [s for s in scheds if s != reference]
+    seeds = sorted({int(r["seed"]) for r in rows})
+    lines = [f"Mean latency over {reference}'s per cell (mean over seeds "
+             f"{', '.join(map(str, seeds))}; above 1: slower than {reference}), worst cell "
+             f"first, over {len(cells)} cells:"]
+    for s in others:
+        ratio = {k: v[s] / v[reference] for k, v in cells.items()}
+        worst = max(ratio, key=lambda k: ratio[k])
+        r = np.array(list(ratio.values()))
+        better, worse = int((r < 1 - tie).sum()), int((r > 1 + tie).sum())
+        lines.append(f"- {s}: worst {ratio[worst]:.3f} ({_cell_label(worst)}); geo-mean "
+                     f"{float(np.exp(np.mean(np.log(r)))):.3f}; {better} better / "
+                     f"{len(r) - better - worse} within {tie:.1%} / {worse} worse")
+    dropped = sum(int(r["dropped"]) for r in rows)
+    if dropped:
+        lines.append(f"- {dropped} task(s) dropped in all (no device had the memory when they "
+                     "arrived): see the dropped column of sweep.csv")
+    head = ("| cluster | Gbit/s | model | load | " + " | ".join(f"{s} (ms)" for s in scheds)
+            + "".join(f" | {s}/{reference}" for s in others) + " |")
+    table = [head, "|" + "---|" * (head.count("|") - 1)]
+    for (cluster, gbps, model, load), v in cells.items():
+        best = min(v.values())
+        vals = " | ".join(f"**{v[s]:.3g}**" if v[s] == best else f"{v[s]:.3g}" for s in scheds)
+        bw = f"{gbps:g}" if isinstance(gbps, float | int) else str(gbps)
+        table.append(f"| {cluster} | {bw} | {model} | {load:g} | {vals}"
+                     + "".join(f" | {v[s] / v[reference]:.3f}" for s in others) + " |")
+    return "\n".join(lines) + "\n\n" + "\n".join(table)
+
+
 __all__ = ["cell_means", "sweep_table", "win_counts", "dp_table", "plot_sweep",
-           "mix_model_grid"]
+           "mix_model_grid", "grid_cells", "grid_summary"]
