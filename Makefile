@@ -100,11 +100,11 @@ $(STAMP): setup.cfg pyproject.toml | system-deps
 	$(PY) -m pip install '$(TORCH_PIN)' || \
 	  { test -n '$(TORCH_INDEX)' && echo "==> not in pip's configured index; trying $(TORCH_INDEX)" && \
 	    $(PY) -m pip install --extra-index-url '$(TORCH_INDEX)' '$(TORCH_PIN)'; }
-	@echo "==> slurm-rl and its dependencies (editable, with [dev,rl])"
-	$(PY) -m pip install -e '.[dev,rl]'
+	@echo "==> slurm-rl and its dependencies (editable, with [dev,rl,exact])"
+	$(PY) -m pip install -e '.[dev,rl,exact]'
 	touch $(STAMP)
 
-# The development virtualenv (.venv, editable, with [dev,rl]) that demo, test, lint and
+# The development virtualenv (.venv, editable, with [dev,rl,exact]) that demo, test, lint and
 # typecheck use.
 dev: system-deps $(STAMP)
 
