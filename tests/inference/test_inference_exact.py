@@ -7,11 +7,14 @@ from __future__ import annotations
 import importlib.util
 import itertools
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from slurm_rl.inference import cluster as cl
 from slurm_rl.inference import exact
-from slurm_rl.inference.profile import resolve
+from slurm_rl.inference.profile import Layer, Profile, resolve
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Lookahead,
@@ -135,3 +138,43 @@ def test_coarsen_keeps_the_structure() -> None:
     assert [lay.inputs for lay in bert.layers] == [(-1,), (0,), (0, 1), (2,)]
     with pytest.raises(ValueError, match="cuts"):
         exact.coarsen(resolve("vgg"), (1, 7))
+
+
+@st.composite
+def _tiny_worlds(draw: st.DrawFn) -> tuple[cl.Cluster, list, StreamConfig]:
+    """2-3 devices of random speeds and links, 1-3 tasks of a random DAG of 1-3 layers."""
+    n = draw(st.integers(2, 3))
+    devs = tuple(cl.Device(name=f"d{k}", flops_per_s=10.0 ** draw(st.integers(10, 13)),
+                           mem_bytes_per_s=10.0 ** draw(st.integers(10, 12)),
+                           memory_bytes=1e12, overhead_s=1e-5) for k in range(n))
+    bw = np.array([[draw(st.floats(0.5, 100.0)) * cl.GBPS for _ in range(n)] for _ in range(n)])
+    np.fill_diagonal(bw, np.inf)
+    c = cl.Cluster(devices=devs, bandwidth=bw, source=draw(st.integers(0, n - 1)),
+                   link_latency_s=draw(st.sampled_from([0.0, 1e-4])))
+    layers: list[Layer] = []
+    for i in range(draw(st.integers(1, 3))):
+        inputs = tuple(sorted(set(draw(st.lists(st.integers(-1, i - 1), min_size=1,
+                                                max_size=2)))))
+        layers.append(Layer(name=f"l{i}", kind="X", flops=float(draw(st.integers(0, 10**10))),
+                            param_bytes=1e6, out_bytes=float(draw(st.integers(1, 10**7))),
+                            inputs=inputs, in_bytes=1e5))
+    prof = Profile(model="m", input_bytes=1e5, layers=tuple(layers))
+    tasks = draw(st.integers(1, 3 if len(layers) <= 2 else 2))
+    return c, [prof], StreamConfig(tasks=tasks, load=draw(st.floats(0.2, 2.0)), noise=0.0,
+                                   seed=draw(st.integers(0, 1000)))
+
+
+@settings(max_examples=25, deadline=None)
+@given(_tiny_worlds(), st.integers(0, 2**31))
+def test_optimum_is_the_brute_force_minimum_and_evaluate_is_the_simulator(
+        world: tuple, plan_seed: int) -> None:
+    c, profs, cfg = world
+    s = exact.stream(c, profs, cfg)
+    best, _ = exact.brute_force(s)
+    assert exact.optimum(s).mean_s == pytest.approx(best, rel=1e-12, abs=0)
+    rng = np.random.default_rng(plan_seed)
+    plan = tuple(tuple(int(d) for d in rng.integers(c.n, size=len(s.layers(k))))
+                 for k in range(len(s.arrivals)))
+    assert exact.mean_latency(s, plan) == pytest.approx(_replay(c, profs, cfg, plan),
+                                                        rel=1e-12, abs=0)
+    assert exact.mean_latency(s, plan) >= best * (1 - 1e-12)
