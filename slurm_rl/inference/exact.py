@@ -121,7 +121,11 @@ def stream(cluster: Cluster, profiles: Sequence[Profile], cfg: StreamConfig,
         if sim.layer == 0:
             arrivals.append(sim.task.arrival)
             models.append(next(m for m, t in enumerate(sim.models) if t is sim.task.t))
-        sim.place(0 if sim.options().feasible[0] else int(np.argmax(sim.options().feasible)))
+        feasible = sim.options().feasible
+        if not feasible.any():
+            raise InstanceError(f"task {sim.task.idx}: no device has memory for layer "
+                                f"{sim.layer}: memory could bind")
+        sim.place(int(np.argmax(feasible)))
     need = sum(float(sim.models[m].need.sum()) for m in models)
     if need > float(sim.memory.min()):
         raise InstanceError(f"the stream's layers need {need:.3g} bytes, more than the smallest "
