@@ -68,7 +68,7 @@ def garbage(path: Path) -> Path:
     (('windows = ["0:30"]\n[[validation]]', 'windows = ["abc"]\n[[validation]]'),
      ["[[scenario]] #1 windows", "START:COUNT", "'abc'"]),
     (("[[validation]]\n", "[[validation]]\nwindow = 3\n"),
-     ["[[validation]] #1", "unknown key(s) window", "valid: format, gpus_per_node"]),
+     ["[[validation]] #1", "unknown key(s) window", "valid: family, format, gpus_per_node"]),
 ])
 def test_a_bad_scenarios_file_is_one_line_before_any_work(tmp_path: Path,
                                                           change: tuple[str, str],
