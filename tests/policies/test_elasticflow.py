@@ -5,9 +5,13 @@ scheduler.py: ef_sim_jobs_access_control, estimate_all_jobs, ef_sim_allocation).
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
+import pytest
 from policy_builders import NOW, ids, job, nodes, order_of, running, snap
 
-from slurm_rl.core import Intent, NodeName
+from slurm_rl.core import ClusterSnapshot, Intent, NodeName, Progress
 from slurm_rl.policies import elasticflow, make
 from slurm_rl.policies.elasticflow.jobs import model_cap
 from slurm_rl.policies.elasticflow.plan import Profile, plan_job
@@ -163,3 +167,30 @@ def test_an_admitted_job_planned_no_gpus_now_is_suspended() -> None:
     assert [p.job_id for p in d.preemptions] == ["R"] and not d.resizes
     assert d.preemptions[0].reason.startswith("suspend to start job P")
     assert "start now at 4 GPUs" in order_of(d, "P").reason
+
+
+LIAR = Progress(steps_done=4103, steps_total=4104, rate=100_000.0, updated_at=NOW - 5)
+"""Almost done after 30 GPU-seconds: more steps, and a faster rate, than resnet50 reaches."""
+
+
+@pytest.mark.parametrize("claims", [
+    {"progress": LIAR, "attained_gpu_s": 30.0},  # progress not believed (estimates.py)
+    {"claim_ratio": math.inf},  # the owner's claims not believed
+    {"claim_overrun": True},  # run past its claims: about as long again as it has run
+], ids=["unbelieved-progress", "owner-not-believed", "overrun"])
+def test_a_running_job_holds_its_gpus_until_its_estimate_not_its_bare_prediction(
+        claims: dict[str, Any]) -> None:
+    # "r" fills the one node and predicts it ends now, but that prediction does not stand (its
+    # estimate is for ever, or another 5000 s): "dl" (4 GPUs for 500 s by 1000 s from now)
+    # can not be planned and is declined, as it is when "r" predicts nothing at all. On the
+    # bare prediction it would be admitted on GPUs that are not coming free.
+    def world(predicted: float | None) -> ClusterSnapshot:
+        return snap(running("r", gpus=4, start=NOW - 5000,
+                            intent=Intent(model="resnet50", batch_size=256),
+                            predicted_remaining_s=predicted, **claims),
+                    job("dl", gpus=4, intent=dl(1000), predicted_remaining_s=500, submit=10),
+                    nodes=nodes(4))
+
+    d = make("elasticflow").decide(world(0.0))
+    assert d == make("elasticflow").decide(world(None))
+    assert order_of(d, "dl").reason.startswith("declined at admission")

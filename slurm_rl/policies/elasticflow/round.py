@@ -15,6 +15,7 @@ from slurm_rl.policies.elasticflow.base import of_ends
 from slurm_rl.policies.elasticflow.jobs import Info, Sticky, deadline_of, edf_key, elastic_ids
 from slurm_rl.policies.elasticflow.nodes import Alloc, NodeMap
 from slurm_rl.policies.elasticflow.plan import Plan, Profile, plan_job, plan_rigid
+from slurm_rl.policies.estimates import claims_stand
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
@@ -43,6 +44,23 @@ class Round:
         (then `free_now` holds what it would have free now)."""
         self.free_now = 0
         self.allocs: dict[JobId, Alloc] = {}
+        self._stands: list[bool] | None = None
+
+    def stands(self) -> list[bool]:
+        """Per running job (in `snapshot.running` order): whether its prediction is its
+        estimate (`estimates.claims_stand`: believed progress, no owner's record, no
+        overrun). Where it is not, the job is estimated as the reference does, so a prediction
+        from progress nobody believes does not free its GPUs in the plan."""
+        if self._stands is None:
+            self._stands = [p is not None and claims_stand(v) for v, p in zip(
+                self.snapshot.running, self.snapshot.running_predicted, strict=True)]
+        return self._stands
+
+    def _fast(self) -> bool:
+        """The common case, built in arrays: no running elastic job, and every running job's
+        prediction is its estimate."""
+        return not self.elastic and None not in self.snapshot.running_predicted and all(
+            self.stands())
 
     def inf(self, j: JobView) -> Info:
         i = self.info.get(j.id)
@@ -62,7 +80,7 @@ class Round:
         not show for ever). The common case is built fast (base.py: `of_ends`)."""
         snap, now = self.snapshot, self.now
         preds = snap.running_predicted
-        if not self.elastic and None not in preds:
+        if self._fast():
             gpus = snap.running_gpus
             ends = list(map(add, repeat(now), preds))  # type: ignore[arg-type]
             forever = max(0, self.nodes.alloc - sum(gpus))
@@ -76,7 +94,7 @@ class Round:
         """`base_profile().free[0]` (the GPUs it has free now), without building it."""
         now, snap = self.now, self.snapshot
         preds = snap.running_predicted
-        if not self.elastic and None not in preds:  # base_holds' common case, in C loops
+        if self._fast():  # base_holds' common case, in C loops
             gpus = snap.running_gpus
             ends = map(add, repeat(now), preds)  # type: ignore[arg-type]
             held = sum(compress(gpus, map(now.__lt__, ends)))
@@ -89,6 +107,7 @@ class Round:
         elastic = self.elastic
         running = snap.running if elastic else None  # views only where needed
         gpus, preds = snap.running_gpus, snap.running_predicted
+        stands = self.stands()
         for i, (g, p) in enumerate(zip(gpus, preds, strict=True)):
             if elastic:
                 assert running is not None
@@ -98,7 +117,7 @@ class Round:
                         lo = self.inf(j).counts[0]
                         holds.append((now + self.inf(j).rem(lo), lo))
                     continue
-            if p is None:
+            if p is None or not stands[i]:
                 if running is None:
                     running = snap.running
                 holds.append((now + self.inf(running[i]).rem(g), g))
