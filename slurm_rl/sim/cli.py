@@ -17,6 +17,7 @@ from slurm_rl.policies.rl import RLPolicyError
 from slurm_rl.sim import metrics, run
 from slurm_rl.sim.cluster import BEST_FIT, PLACEMENTS
 from slurm_rl.sim.config import WEEK_S, EngineConfig, TimeLimitEstimate, TimeLimitModel
+from slurm_rl.sim.restart_model import RestartModel, read_restart_model
 from slurm_rl.sim.results import SimulationError
 from slurm_rl.sim.run import DATA_PREFIX, Sizing, load_jobs, resolve_trace_path
 from slurm_rl.sim.trace import TraceError, TraceFormat, TraceFormatError, parse_window
@@ -107,7 +108,18 @@ def option_value(text: str) -> Any:
 @click.option("--ticks-only", is_flag=True,
               help="Call the policy only on ticks, like the daemon's poll cycle.")
 @click.option("--restart-delay", "restart_delay_s", type=click.FloatRange(min=0), default=30.0,
-              show_default=True, help="Seconds without progress after a requeue or resize.")
+              show_default=True, help="The restore step: seconds a restarted job holds its "
+              "GPUs without progress once it runs again (alone: the whole restart).")
+@click.option("--restart-grace", "restart_grace_s", type=click.FloatRange(min=0),
+              help="The grace step: seconds from the checkpoint signal to the requeue, GPUs "
+              "held, no progress [default: 0].")
+@click.option("--requeue-time", "requeue_s", type=click.FloatRange(min=0),
+              help="The requeue step: seconds from the requeue (GPUs free) until the job may "
+              "start again [default: 0].")
+@click.option("--restart-model", "restart_model", type=click.Path(dir_okay=False),
+              help="TOML file of a restart's steps ([restart] grace_s, requeue_s, restore_s), "
+              "as benchmarks/calibrate_restart.py writes it; the three options above "
+              "override it.")
 @click.option("--restart-rules", "max_restarts", type=click.IntRange(0, 60),
               help="Restart running jobs only as the daemon would live: elastic jobs only, a "
               "grow only if it saves more than the restart delay, at most N restarts per job "
@@ -150,6 +162,7 @@ def option_value(text: str) -> Any:
 def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, ...],
              nodes: int | None, gpus_per_node: int, load: float | None, window: str | None,
              seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
+             restart_grace_s: float | None, requeue_s: float | None, restart_model: str | None,
              max_restarts: int | None, time_limit_model: str, time_limit_factor: float,
              time_limit_round: float, time_limit_fixed: float | None, time_limit_max: int,
              time_limit_bins: int, time_limit_max_share: float | None,
@@ -166,6 +179,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
                              factor=time_limit_factor, round_up_s=time_limit_round,
                              fixed_s=time_limit_fixed, max_s=float(time_limit_max),
                              bins=time_limit_bins, max_share=time_limit_max_share)
+    grace, requeue, restore = _restart_steps(click.get_current_context(), restart_model,
+                                             restart_delay_s, restart_grace_s, requeue_s)
     options: dict[str, Any] = {}
     for item in policy_options:
         key, sep, value = item.partition("=")
@@ -182,7 +197,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
         engine = EngineConfig(
             nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
-            restart_delay_s=restart_delay_s, restart_rules=max_restarts is not None,
+            restart_grace_s=grace, requeue_s=requeue, restart_delay_s=restore,
+            restart_rules=max_restarts is not None,
             max_restarts_per_hour=2 if max_restarts is None else max_restarts,
             backfill=not no_backfill,
             bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
@@ -208,6 +224,26 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         click.echo(json.dumps(summary, sort_keys=False))
         return
     _print_summary(summary)
+
+
+def _restart_steps(ctx: click.Context, path: str | None, restore_s: float,
+                   grace_s: float | None, requeue_s: float | None
+                   ) -> tuple[float, float, float]:
+    """(grace, requeue, restore) seconds: the model file's, each option given overriding it,
+    the defaults (0, 0, --restart-delay's 30) for the rest."""
+    model = RestartModel()
+    if path is not None:
+        try:
+            model = read_restart_model(path)
+        except ValueError as exc:
+            raise click.BadParameter(one_line(str(exc), 300),
+                                     param_hint="'--restart-model'") from None
+    if model.restore_s is not None and (
+            ctx.get_parameter_source("restart_delay_s") is ParameterSource.DEFAULT):
+        restore_s = model.restore_s
+    grace = grace_s if grace_s is not None else model.grace_s
+    requeue = requeue_s if requeue_s is not None else model.requeue_s
+    return grace or 0.0, requeue or 0.0, restore_s
 
 
 def _print_summary(s: dict[str, Any]) -> None:

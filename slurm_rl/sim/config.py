@@ -153,15 +153,29 @@ class EngineConfig:
     with decide_on_events and no decision_delay_s: on a fixed cycle a skipped call would leave
     the previous ranks in force until the next tick."""
     restart_delay_s: float = 30.0
-    """Time a job makes no progress after a requeue or a resize (checkpoint reload)."""
+    """The restore step of a restart: once a requeued or resized job runs again, the time it
+    holds its GPUs and makes no progress (reading its checkpoint). A restart model's
+    `restore_s` (`restart_model.py`). With the two steps before it at 0 (the defaults) this is
+    the whole restart, as the simulator has always modelled it."""
+    restart_grace_s: float = 0.0
+    """The grace step: from the checkpoint signal to the requeue ([resize] grace_s live, 60 s
+    by default), the job holds its GPUs and makes no progress (it checkpoints at the signal;
+    what it computes after that is lost at the requeue). A preemption or a resize is decided at
+    the signal; the requeue follows this much later. 0: the requeue at once."""
+    requeue_s: float = 0.0
+    """The requeue step: from the requeue (GPUs free) to the moment the job may start again
+    (slurmctld's requeue, the daemon's release with StartTime=now+1, the next scheduling pass
+    on an empty cluster). Queueing behind other jobs comes on top, modelled as ever. 0: the
+    job is pending (a preemption) or restarted at its new count (a resize) at once."""
     restart_rules: bool = False
     """Apply a policy's preemptions and resizes as the daemon does live (daemon/resize.py,
     preempt.py), not every one that fits: only jobs of elastic intent are restarted; a grow
-    must save more predicted run time than restart_delay_s (the daemon's restart_cost_s) and
-    a shrink is not made on a job predicted to finish within it (`policies/restart_gate.py`,
+    must save more predicted run time than the restart costs (`restart_cost_s`: the three steps
+    together; the daemon's restart_cost_s) and a shrink is not made on a job predicted to
+    finish within it (`policies/restart_gate.py`,
     from the view the policy sees: no oracle); at most max_restarts_per_hour restarts a job in
-    any hour. Refusals are counted in notes. Not modelled: the checkpoint signal's grace period
-    (the job runs on meanwhile; the daemon then judges again)."""
+    any hour. Refusals are counted in notes. Not modelled: the daemon judging again at the end of
+    the grace step (here a signalled restart always goes ahead)."""
     max_restarts_per_hour: int = 2
     """With restart_rules: the daemon's [resize] max_per_hour (resizes and preemptions
     together; 0: never restart a running job)."""
@@ -221,6 +235,9 @@ class EngineConfig:
                              f"{self.max_restarts_per_hour}")
         if self.tick_s < 0 or self.restart_delay_s < 0 or self.bf_max_job_test < 0:
             raise ValueError("tick_s, restart_delay_s and bf_max_job_test must be >= 0")
+        for name in ("restart_delay_s", "restart_grace_s", "requeue_s"):
+            if not 0 <= getattr(self, name) < math.inf:
+                raise ValueError(f"{name} must be >= 0 and finite, got {getattr(self, name)}")
         if not 0 <= self.launch_delay_s < math.inf:
             raise ValueError(f"launch_delay_s must be >= 0, got {self.launch_delay_s}")
         if not 0 <= self.decision_delay_s < math.inf:
@@ -257,6 +274,17 @@ class EngineConfig:
     @property
     def capacity(self) -> int:
         return self.nodes * self.gpus_per_node
+
+    @property
+    def restart_cost_s(self) -> float:
+        """Run time a restart costs a job: grace, requeue and restore together."""
+        return self.restart_grace_s + self.requeue_s + self.restart_delay_s
+
+    @property
+    def stepped_restarts(self) -> bool:
+        """Whether restarts go through the grace and requeue steps (else they are immediate,
+        with the restore delay alone)."""
+        return self.restart_grace_s > 0 or self.requeue_s > 0
 
 
 T = TypeVar("T")

@@ -12,10 +12,17 @@ which is seeded.
 How a Decision is applied (`Simulator._apply`, the model of what Slurm would do with the
 daemon's actions):
 - preemptions first: the job is requeued with its progress kept; its next start pays
-  `restart_delay_s`;
+  `restart_delay_s` (the restore step);
 - resizes next, shrinks before grows: the job is requeued and restarted at once at the new
   count ahead of the queue, paying the restart delay; a count that does not fit even in the
   job's own GPUs is refused;
+- with the per-step restart model (`restart_grace_s`, `requeue_s` > 0; a restart model file,
+  `restart_model.py`) a preemption or a resize is the checkpoint signal: the job keeps its
+  GPUs and makes no progress for the grace step, is then requeued (GPUs free) and may start
+  again requeue_s later (a resize: at its new count ahead of the queue if that fits then),
+  paying the restore step when it does. A job in the requeue step is in no snapshot (live it
+  is neither running nor pending yet); one in the grace step is seen running, and a second
+  restart of it is ignored (noted);
 - with `restart_rules`, only the restarts the daemon would make live (EngineConfig);
 - order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
   decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
@@ -77,7 +84,7 @@ from slurm_rl.sim import backfill, conservative
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.events import APPLY, BF, FINISH, MAIN, TICK, Events, next_cycle, next_tick
-from slurm_rl.sim.jobs import SimJob, gpu_range, make_jobs
+from slurm_rl.sim.jobs import Restart, SimJob, gpu_range, make_jobs
 from slurm_rl.sim.results import DroppedJob, Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
 from slurm_rl.sim.trace import TraceJob
@@ -135,6 +142,8 @@ class Simulator:
         self._ends: backfill.Ends = []
         self._ranked: list[SimJob] = []
         self._reservations = backfill.ReservationCache()
+        self._requeuing: dict[SimJob, None] = {}
+        """Jobs in a restart's requeue step: GPUs free, not pending yet (stepped restarts)."""
         self._restart_log: dict[JobId, list[float]] = {}
         """With restart_rules: each job's restart times within the last hour (the cap)."""
         self._in_flight: dict[int, Decision] = {}
@@ -289,7 +298,12 @@ class Simulator:
         while heap and heap[0][0] == t and heap[0][1] == FINISH:
             _, _, _, job, version = heapq.heappop(heap)
             assert job is not None
-            if job.version == version and job.state is JobState.RUNNING:
+            if job.version != version:
+                continue
+            if job.restart is not None:
+                self._restart_step(job)
+                changed = True
+            elif job.state is JobState.RUNNING:
                 self._finish(job)
                 changed = True
         n = len(jobs)
@@ -336,8 +350,9 @@ class Simulator:
             events.arm(now, TICK, next_tick(now, cfg.tick_s, cfg.tick_phase_s))
         if cfg.audit:
             self.audit()
+        # (with a cadence, the next cycle starts one; a job in a requeue step comes back)
         if (self._pending and not self._running and self._next_arrival >= len(self._jobs)
-                and cfg.bf_interval_s <= 0):  # with a cadence, the next cycle starts one
+                and not self._requeuing and cfg.bf_interval_s <= 0):
             raise SimulationError(f"{len(self._pending)} pending jobs and nothing running "
                                   f"at t={self.now}: they can never start")
 
@@ -539,6 +554,56 @@ class Simulator:
         self._pending[job] = None
         self._pending_sorted = False
 
+    # -- a restart in steps (EngineConfig.restart_grace_s, requeue_s) -------------------
+
+    def _signal(self, job: SimJob, gpus: int | None) -> None:
+        """The checkpoint signal of a preemption (`gpus` None) or of a resize to `gpus`: the
+        job keeps its GPUs and what it has done now is what survives; its requeue comes
+        restart_grace_s later. Its view runs on meanwhile, as the daemon sees a signalled
+        job still running and reporting progress."""
+        now = self.now
+        job.restart_done = job.done_at(now)
+        job.restart = Restart(step=Restart.GRACE, gpus=gpus)
+        job.version += 1  # its completion event is void
+        at = now + self.cfg.restart_grace_s
+        i = bisect_left(self._ends, (job.planned_end, job.seq))
+        del self._ends[i]  # backfill plans with the GPUs free at the requeue
+        job.planned_end = at
+        insort(self._ends, (at, job.seq, job))
+        self._events.push(now, at, FINISH, job, job.version)
+
+    def _restart_step(self, job: SimJob) -> None:
+        """The end of a restart's grace step (the requeue: GPUs free) or of its requeue step
+        (the job may start again: a preemption's queues, a resize's starts at its new count
+        ahead of the queue if that fits now, else queues)."""
+        restart = job.restart
+        assert restart is not None
+        if restart.step == Restart.GRACE:
+            self._requeue(job)
+            job.done = job.restart_done  # no progress in the grace step
+            if self.cfg.requeue_s > 0:
+                del self._pending[job]
+                self._requeuing[job] = None
+                job.restart = Restart(step=Restart.REQUEUE, gpus=restart.gpus)
+                self._events.push(self.now, self.now + self.cfg.requeue_s, FINISH, job,
+                                  job.version)
+                return
+        else:
+            del self._requeuing[job]
+            self._pending[job] = None
+            self._pending_sorted = False
+        job.restart = None
+        if restart.gpus is None:
+            return
+        job.gpus = restart.gpus
+        job.view = None
+        alloc = self.cluster.place(job.gpus)
+        if alloc is None:
+            self._note("resized job waits for its new GPUs", f"{job.id} -> {job.gpus}")
+            return
+        del self._pending[job]
+        self._start(job, alloc)
+
     def audit(self) -> None:
         """Check the whole state (slow; `EngineConfig.audit` runs it after every event)."""
         self.cluster.audit()
@@ -555,7 +620,11 @@ class Simulator:
         assert len(self._ends) == len(self._running), "running set and end list differ"
         for job in self._pending:
             assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad pending state"
-        assert len(self._pending) + len(self._running) == len(self._active), "active set drift"
+        for job in self._requeuing:
+            assert job.state is JobState.PENDING and not job.alloc, f"{job.id} bad requeue state"
+            assert job not in self._pending, f"{job.id} pending while requeued"
+        assert len(self._pending) + len(self._running) + len(self._requeuing) == len(
+            self._active), "active set drift"
 
     # -- applying a decision --------------------------------------------------------------
 
@@ -570,12 +639,18 @@ class Simulator:
             if job is None or job.state is not JobState.RUNNING:
                 self._note("preempt of a job not running", str(p.job_id))
                 continue
+            if job.restart is not None:
+                self._note("preempt of a job already restarting", str(p.job_id))
+                continue
             if self.cfg.restart_rules and (why := self._refused(job, None)):
                 self._note(f"preempt refused by the restart rules: {why}", str(p.job_id))
                 continue
-            self._requeue(job)
             self._restarted(job)
             self.preemptions += 1
+            if self.cfg.stepped_restarts:
+                self._signal(job, None)
+            else:
+                self._requeue(job)
         for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
             self._resize(r.job_id, r.gpus)
         for old in self._ranked:
@@ -583,7 +658,7 @@ class Simulator:
         ranked: list[SimJob] = []
         for o in d.order:
             job = active.get(o.job_id)
-            if job is None or job.state is not JobState.PENDING:
+            if job is None or job.state is not JobState.PENDING or job in self._requeuing:
                 self._note("order for a job not pending", str(o.job_id))
                 continue
             if job.rank is not None:
@@ -624,6 +699,9 @@ class Simulator:
         if job.intent is None or not job.intent.elastic:
             self._note("resize of a job that is not elastic", str(job_id))
             return
+        if job.restart is not None:
+            self._note("resize of a job already restarting", str(job_id))
+            return
         new = self._clamp(job, gpus, "resize")
         if new is None or new == job.gpus:
             return
@@ -636,12 +714,15 @@ class Simulator:
         if alloc is None:
             self._note("resize does not fit", f"{job_id}: {job.gpus} -> {new}")
             return
-        self._requeue(job)
         self._restarted(job)
+        self.resizes += 1
+        if self.cfg.stepped_restarts:
+            self._signal(job, new)
+            return
+        self._requeue(job)
         del self._pending[job]
         job.gpus = new
         self._start(job, alloc)
-        self.resizes += 1
 
     def _refused(self, job: SimJob, gpus: int | None) -> str:
         """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
@@ -658,7 +739,7 @@ class Simulator:
             view = running_view(job.run_static(), self.now)
             if fresh:
                 job.view_static = None
-            if restart_gain(view, gpus, now=self.now, cost_s=self.cfg.restart_delay_s).why:
+            if restart_gain(view, gpus, now=self.now, cost_s=self.cfg.restart_cost_s).why:
                 # one note kind per rule (the reason's figures vary job by job)
                 return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
                         else "finishes within the restart delay (or no prediction)")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 from slurm_rl import perfmodel
 from slurm_rl.core import Intent, JobId, JobState, JobView, Progress
@@ -17,6 +18,19 @@ from slurm_rl.sim.cluster import Alloc
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.trace import TraceJob
 from slurm_rl.sim.views import JOB_DEFAULTS, Run, fast, node_name
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Restart:
+    """A restart in progress (EngineConfig's per-step model): in `GRACE` the job holds its GPUs
+    and makes no progress; in `REQUEUE` its GPUs are free and it may not start yet."""
+
+    GRACE: ClassVar[str] = "grace"
+    REQUEUE: ClassVar[str] = "requeue"
+    step: str
+    gpus: int | None
+    """The count a resize restarts the job at (None: a preemption, the job keeps its count and
+    queues)."""
 
 
 class SimJob:
@@ -27,6 +41,7 @@ class SimJob:
         "state", "submitted", "first_start", "end", "run_start", "progress_from", "rate",
         "alloc", "done", "attained", "restarts", "needs_delay", "version", "rank",
         "planned_end", "last_rate", "last_update", "view", "view_static", "_rates", "min_gpus",
+        "restart", "restart_done",
     )
 
     def __init__(self, seq: int, trace: TraceJob, *, limit: float, intent: Intent | None) -> None:
@@ -64,6 +79,11 @@ class SimJob:
         self._rates: dict[int, float] = {}
         self.min_gpus: int | None = None
         """Smallest count of the job's GPU range (None: no range)."""
+        self.restart: Restart | None = None
+        """A restart under way in the per-step model (EngineConfig.restart_grace_s,
+        requeue_s): its step and the count it restarts at."""
+        self.restart_done = 0.0
+        """Steps done when the checkpoint signal came: all that survives the restart."""
 
     def rate_at(self, gpus: int) -> float:
         r = self._rates.get(gpus)

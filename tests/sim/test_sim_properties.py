@@ -182,6 +182,29 @@ def test_invariants_in_the_slurm_like_modes(name: str, jobs: list[TraceJob], nod
     check_invariants(jobs, r, per_node)
 
 
+RESTART_STEPS = st.fixed_dictionaries({
+    "restart_grace_s": st.sampled_from([0.0, 0.5, 5.0, 60.0]),
+    "requeue_s": st.sampled_from([0.0, 1.0, 13.0]),
+})
+
+
+@pytest.mark.parametrize("name", ["chaos", "tiresias", "gittins", "rl"])
+@SETTINGS
+@given(traces(), st.integers(1, 3), st.sampled_from([2, 4]), RESTART_STEPS, st.booleans())
+def test_invariants_with_restarts_in_steps(name: str, jobs: list[TraceJob], nodes: int,
+                                           per_node: int, steps: dict[str, float],
+                                           slurm_like: bool) -> None:
+    """Restarts through the grace and requeue steps (a job holding its GPUs, then out of the
+    queue) keep every invariant, with or without slurmctld's cadence and a decision delay."""
+    cfg: dict[str, object] = dict(steps)
+    if slurm_like:
+        cfg |= {"bf_interval_s": 1.0, "sched_interval_s": 1.0, "decision_delay_s": 3.0,
+                "restart_rules": True}
+    policy = Chaos() if name == "chaos" else policies.make(name)
+    r = simulate(jobs, policy, nodes, per_node, **cfg)
+    check_invariants(jobs, r, per_node)
+
+
 @SETTINGS
 @given(traces(), st.integers(0, 3))
 def test_same_seed_same_result(jobs: list[TraceJob], seed: int) -> None:
