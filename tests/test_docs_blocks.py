@@ -185,6 +185,13 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/sim-to-real.md", ".venv/bin/python benchmarks/sim_to_real.py --resim "
                             "docs/sim-to-real/replay-4.json --no-slurm-timing"):
         How(expect="| fifo | 50 |"),
+    ("docs/sim-to-real.md", "SLURM_CONF=... .venv/bin/python benchmarks/calibrate_restart.py "
+                            "-n 5 --grace-s 10 --size-mb 1 \\"):
+        How(skip="minutes of restarts on the cluster (tests/benchmarks/test_calibrate_restart.py "
+                 "runs one)"),
+    ("docs/sim-to-real.md", "slurm-rl simulate --trace data:itp-deadline-cluster02.csv "
+                            "--format itp-deadline --window 0:2000 \\"):
+        How(expect="policy rl on data:itp-deadline-cluster02.csv: 2000 jobs"),
     ("docs/simulator.md", "slurm-rl simulate --trace data:itp-deadline-cluster10.csv "
                           "--format itp-deadline \\"):
         How(expect="policy tiresias on data:itp-cluster01.swf: 500 jobs"),
