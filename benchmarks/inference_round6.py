@@ -71,11 +71,12 @@ class Ensemble(dqn.QScheduler):
         super().__init__(net, name)
         self.sets = list(weights)
 
-    def q_values(self, f: np.ndarray, ok: np.ndarray) -> np.ndarray:
+    def q_values(self, f: np.ndarray, ok: np.ndarray,
+                 gap: np.ndarray | None = None) -> np.ndarray:
         total = np.zeros(f.shape[0])
         for w in self.sets:
             self.w = w
-            total += super().q_values(f, ok)
+            total += super().q_values(f, ok, gap)
         return total / len(self.sets)
 
 

@@ -39,12 +39,21 @@ import torch
 from torch import nn
 
 from slurm_rl.checkpoint_errors import CheckpointError, load_error, one_line
-from slurm_rl.inference.env import InferenceEnv, Obs, Scenario, training_scenarios
+from slurm_rl.inference.env import (
+    InferenceEnv,
+    Obs,
+    Scenario,
+    randomised_scenarios,
+    training_scenarios,
+)
 from slurm_rl.inference.features import (
     BASE_FEATURES,
+    EFT_COLUMN,
+    INPUT_FEATURES,
     N_FEATURES,
     candidate_mask,
     device_features,
+    eft_gap,
 )
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
@@ -66,6 +75,13 @@ class QConfig:
     candidates: int = 0
     """Action set per layer (features.candidate_mask): the k earliest-finish feasible devices
     plus the input's; 0: every feasible device (checkpoints without the field)."""
+    residual: float = 0.0
+    """0: the plain Q-network. > 0: the HEFT-residual form, Q(s, d) = V(s) - gap(d) +
+    residual * tanh(g(s, d)): gap is HEFT's score (features.EFT_COLUMN: how much later than
+    the earliest the layer would finish on d, over the reference time), V a state value that
+    does not change the choice, g the learned correction, its last layer zero at the start,
+    so an untrained network places exactly as HEFT does and a trained one may deviate from
+    HEFT's device only where the learned term outweighs the gap (at most 2 * residual)."""
 
 
 class QNet(nn.Module):
@@ -78,16 +94,27 @@ class QNet(nn.Module):
         self.head = nn.Sequential(nn.Linear(2 * h, h), nn.ReLU(), nn.Linear(h, 1))
         # a linear path from the features: rules such as "earliest finish" are one step away
         self.skip = nn.Linear(cfg.features, 1)
+        if cfg.residual > 0:  # HEFT plus a correction that starts at zero
+            self.value = nn.Linear(h, 1)
+            last = self.head[2]
+            assert isinstance(last, nn.Linear)
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
 
     def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """x (B, D, F), mask (B, D) 0/1 -> Q (B, D) (masked entries are meaningless)."""
+        """x (B, D, N_FEATURES), mask (B, D) 0/1 -> Q (B, D) (masked entries are
+        meaningless)."""
+        gap = x[..., EFT_COLUMN] if self.cfg.residual > 0 else None
         x = x[..., : self.cfg.features]
         h = self.embed(x)
         m = mask.unsqueeze(-1)
         ctx = (h * m).sum(1, keepdim=True) / m.sum(1, keepdim=True).clamp(min=1.0)
-        q: torch.Tensor = (self.head(torch.cat([h, ctx.expand_as(h)], -1))
-                           + self.skip(x)).squeeze(-1)
-        return q
+        g = self.head(torch.cat([h, ctx.expand_as(h)], -1))
+        if gap is not None:
+            q: torch.Tensor = (self.value(ctx).squeeze(-1) - gap
+                               + self.cfg.residual * torch.tanh(g.squeeze(-1)))
+            return q
+        return (g + self.skip(x)).squeeze(-1)
 
 
 def save(net: QNet, path: str | Path, meta: dict[str, Any]) -> None:
@@ -122,25 +149,42 @@ class QScheduler:
         self.name = name
         self.features = net.cfg.features
         self.candidates = net.cfg.candidates
+        self.residual = net.cfg.residual
         sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
         self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
                   for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
+        if self.residual > 0:
+            self.w.append((sd["value.weight"].T, sd["value.bias"]))
 
-    def q_values(self, f: np.ndarray, ok: np.ndarray) -> np.ndarray:
-        (w0, b0), (w1, b1), (w2, b2), (w3, b3), (ws, bs) = self.w
-        f = f[:, : self.features]
-        h = np.maximum(np.maximum(f @ w0 + b0, 0.0) @ w1 + b1, 0.0)
+    def q_values(self, f: np.ndarray, ok: np.ndarray,
+                 gap: np.ndarray | None = None) -> np.ndarray:
+        """Q of every device from its feature rows `f` (N_FEATURES columns); the residual
+        form's HEFT gap is `gap` when given (float64, from the simulator), else f's column."""
+        (w0, b0), (w1, b1), (w2, b2), (w3, b3), (ws, bs) = self.w[:5]
+        x = f[:, : self.features]
+        h = np.maximum(np.maximum(x @ w0 + b0, 0.0) @ w1 + b1, 0.0)
         n = int(ok.sum())
         ctx = (ok.astype(np.float64) @ h) / max(n, 1)
         k = h.shape[1]  # head.0 reads [h, ctx]: split its weight instead of concatenating
         z = np.maximum(h @ w2[:k] + (ctx @ w2[k:] + b2), 0.0)
-        q: np.ndarray = (z @ w3 + (f @ ws) + (b3 + bs))[:, 0]
+        g = (z @ w3 + b3)[:, 0]
+        if self.residual > 0:
+            wv, bv = self.w[5]
+            base = f[:, EFT_COLUMN] if gap is None else gap
+            qr: np.ndarray = float((ctx @ wv + bv)[0]) - base + self.residual * np.tanh(g)
+            return qr
+        q: np.ndarray = g + (x @ ws + bs)[:, 0]
         return q
 
     def choose(self, sim: InferenceSim) -> int:
         f, _ = device_features(sim)
         ok = candidate_mask(sim, self.candidates)
-        return int(np.argmax(np.where(ok, self.q_values(f, ok), -np.inf)))
+        gap = None
+        if self.residual > 0:  # HEFT's own score in float64, so an untrained net is HEFT
+            opts = sim.options()
+            best = float(opts.finish[opts.feasible].min()) if opts.feasible.any() else 0.0
+            gap = eft_gap(opts.finish, best, sim.task.t.ref_s)
+        return int(np.argmax(np.where(ok, self.q_values(f, ok, gap), -np.inf)))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -184,7 +228,16 @@ class TrainConfig:
         "Training scenarios' load is drawn uniformly from 0.2 to this.", 0.8)
     features: int = helped(
         f"Feature columns the network reads ({BASE_FEATURES}: the device's own; "
-        f"{N_FEATURES}: also the arrival stream's, features.py).", BASE_FEATURES)
+        f"{INPUT_FEATURES}: also the arrival stream's, features.py).", BASE_FEATURES)
+    residual: float = helped(
+        "0: the plain Q-network; > 0: HEFT plus a learned correction bounded by this "
+        "(QConfig.residual: an untrained network is HEFT).", 0.0)
+    log_cost: bool = helped(
+        "True: a task costs log(1 + slowdown); False: its slowdown (task_rewards).", True)
+    randomised: bool = helped(
+        "True: the training scenarios are random settings of heldout.TRAIN_SEEDS "
+        "(env.randomised_scenarios: 2-16 devices, edge to H100-class, 0.1-400 Gbit/s, "
+        "shipped and generated training structures); False: env.training_scenarios.", False)
     candidates: int = helped(
         "Action set per layer: the k feasible devices with the earliest estimated finish "
         "(HEFT's ranking) plus the one(s) holding the layer's input, for acting, learning and "
@@ -193,8 +246,10 @@ class TrainConfig:
     def __post_init__(self) -> None:
         if self.demonstrator not in ("heft", "best"):
             raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
-        if not BASE_FEATURES <= self.features <= N_FEATURES:
-            raise ValueError(f"features: {self.features}, not {BASE_FEATURES}..{N_FEATURES}")
+        if not BASE_FEATURES <= self.features <= INPUT_FEATURES:
+            raise ValueError(f"features: {self.features}, not {BASE_FEATURES}..{INPUT_FEATURES}")
+        if not (math.isfinite(self.residual) and self.residual >= 0):
+            raise ValueError(f"residual: {self.residual}, not a finite number >= 0")
         if not 0.0 < self.lr_end <= 1.0:
             raise ValueError(f"lr_end: {self.lr_end}, not in (0, 1]")
         if self.candidates < 0:
@@ -266,13 +321,15 @@ class _Held:
         self.items.append((t, reward))
 
 
-def task_rewards(shares: Sequence[float], matching: bool) -> list[float]:
+def task_rewards(shares: Sequence[float], matching: bool, log_cost: bool = True) -> list[float]:
     """The rewards a finished task's layer decisions are stored with. The task's cost is
     log(1 + slowdown) (bounded, so a few disastrous exploratory placements do not swamp the
-    targets); DRM-DQL splits it over the decisions in proportion to their matched shares of
-    the latency, vanilla DQL gives it all to the task's last decision."""
+    targets), or with `log_cost` False the slowdown itself (the unit of the residual form's
+    HEFT gap: a layer finishing later by x reference times delays its task by at most x);
+    DRM-DQL splits it over the decisions in proportion to their matched shares of the
+    latency, vanilla DQL gives it all to the task's last decision."""
     total = float(sum(shares))
-    cost = float(np.log1p(total))
+    cost = float(np.log1p(total)) if log_cost else total
     if not matching:
         return [0.0] * (len(shares) - 1) + [-cost]
     if total <= 0:
@@ -291,7 +348,8 @@ def validate(sched: QScheduler, scenarios: Sequence[Scenario], env: InferenceEnv
 
 def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int],
              replay: _Replay | _Held, matching: bool,
-             after_step: Callable[[], None] = lambda: None, task_horizon: bool = False) -> float:
+             after_step: Callable[[], None] = lambda: None, task_horizon: bool = False,
+             log_cost: bool = True) -> float:
     """One episode; every transition is held until its task finishes, then stored with its
     reward (`task_rewards`). Returns the env's return (minus the sum of slowdowns)."""
     obs, _ = env.reset(seed=seed)
@@ -304,7 +362,8 @@ def _episode(env: InferenceEnv, seed: int, choose: Callable[[Obs], int],
         held[info["step"]] = Transition(obs=obs, action=info["action"], next_obs=nobs,
                                         done=done)
         for task_steps, shares in info["released"]:
-            for s, reward in zip(task_steps, task_rewards(shares, matching), strict=True):
+            for s, reward in zip(task_steps, task_rewards(shares, matching, log_cost),
+                                         strict=True):
                 t = held.pop(s)
                 if task_horizon and s == task_steps[-1]:
                     t = replace(t, done=True)
@@ -324,7 +383,7 @@ def _demonstrate(env: InferenceEnv, seed: int, cfg: TrainConfig, demos: _Replay)
     for s in cands:
         held = _Held()
         ret = _episode(env, seed, functools.partial(_follow, env, s), held, cfg.matching,
-                       task_horizon=cfg.task_horizon)
+                       task_horizon=cfg.task_horizon, log_cost=cfg.log_cost)
         if s is cands[0] or ret > best_ret:
             best_ret, best_held = ret, held
     for t, reward in best_held.items:
@@ -380,7 +439,8 @@ class _Trainer:
     def __init__(self, cfg: TrainConfig, env: InferenceEnv, validation: Sequence[Scenario],
                  rng: np.random.Generator, log: Callable[[str], None]) -> None:
         self.cfg, self.env, self.validation, self.rng, self.log = cfg, env, validation, rng, log
-        qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates)
+        qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates,
+                       residual=cfg.residual)
         self.net, self.target = QNet(qcfg), QNet(qcfg)
         self.target.load_state_dict(self.net.state_dict())
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate)
@@ -419,7 +479,8 @@ class _Trainer:
                 g["lr"] = learning_rate(cfg, ep)
         self.sched = QScheduler(self.net)
         return _episode(self.env, cfg.seed * 1_000_003 + ep, functools.partial(self.act, eps=eps),
-                        self.replay, cfg.matching, self.after_step, cfg.task_horizon)
+                        self.replay, cfg.matching, self.after_step, cfg.task_horizon,
+                        cfg.log_cost)
 
     def act(self, obs: Obs, eps: float) -> int:
         """Epsilon-greedy over the feasible (candidate) devices."""
@@ -484,13 +545,15 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     torch.set_num_threads(1)  # tiny batches: more threads only contend on a shared machine
     rng = np.random.default_rng(cfg.seed)
 
-    env = InferenceEnv(training_scenarios(cfg.scenarios, seed=cfg.seed,
-                                          single_model=cfg.single_model,
-                                          load_max=cfg.load_max),
-                       candidates=cfg.candidates)
+    scenarios = (randomised_scenarios(cfg.scenarios, seed=cfg.seed) if cfg.randomised
+                 else training_scenarios(cfg.scenarios, seed=cfg.seed,
+                                         single_model=cfg.single_model, load_max=cfg.load_max))
+    env = InferenceEnv(scenarios, candidates=cfg.candidates)
     run = _Trainer(cfg, env, validation, rng, log)
 
     run.warm_start()
+    if cfg.residual > 0 and not cfg.demo_episodes:
+        run.record(0, 0.0, 0.0)  # the untrained network (HEFT) is a candidate too
     for ep in range(cfg.episodes):
         eps = epsilon(cfg, ep)
         ret = run.episode(ep, eps)

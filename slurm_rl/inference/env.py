@@ -31,7 +31,13 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from slurm_rl.inference import cluster as cl
-from slurm_rl.inference.features import N_FEATURES, candidate_mask, device_features
+from slurm_rl.inference import heldout
+from slurm_rl.inference.features import (
+    EFT_CAP,
+    N_FEATURES,
+    candidate_mask,
+    device_features,
+)
 from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.sim import InferenceSim, StreamConfig, TaskRecord
 
@@ -50,8 +56,13 @@ class Scenario:
     tasks: int = 16
     noise: float = 0.1
     seed: int = 0
+    setting: int = -1
+    """>= 0: the cluster, structure and load are heldout.setting(this seed)'s instead (mix,
+    gbps, models and load are then not read)."""
 
     def cluster(self) -> cl.Cluster:
+        if self.setting >= 0:
+            return heldout.setting(self.setting).cluster
         return cl.make(cl.MIXES[self.mix], self.gbps)
 
 
@@ -74,6 +85,26 @@ def training_scenarios(n: int = 64, seed: int = 0, single_model: float = 0.0,
     return tuple(out)
 
 
+def randomised_scenarios(n: int = 64, seed: int = 0, tasks: int = 16,
+                         offset: int = 0) -> tuple[Scenario, ...]:
+    """`n` scenarios over the training range of the random settings (heldout.TRAIN_SEEDS, the
+    ones that fit), block `seed` of it (100 000 settings a block, from `offset` on): 2-16
+    devices from edge to H100-class, 0.1-400 Gbit/s, the training structures (shipped and
+    generated), load 0.3-0.95. The evaluation's settings (heldout.HELD_OUT_SEEDS) are never
+    among them."""
+    block = heldout.TRAIN_SEEDS[(seed % 9) * 100_000 + offset:]
+    return tuple(Scenario(setting=s.seed, tasks=tasks, seed=s.seed)
+                 for s in heldout.settings(block, n))
+
+
+def randomised_validation(n: int = 16, tasks: int = 16) -> tuple[Scenario, ...]:
+    """Validation episodes for randomised training: the last block of heldout.TRAIN_SEEDS,
+    which `randomised_scenarios` never draws from (and the held-out evaluation never sees)."""
+    block = heldout.TRAIN_SEEDS[900_000:]
+    return tuple(Scenario(setting=s.seed, tasks=tasks, seed=s.seed)
+                 for s in heldout.settings(block, n))
+
+
 class InferenceEnv(gym.Env[Obs, np.int64]):
     metadata: dict[str, Any] = {"render_modes": []}
 
@@ -84,7 +115,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         self.drop_penalty = drop_penalty
         self.candidates = candidates
         self.observation_space = spaces.Dict({  # type: ignore[assignment]
-            "devices": spaces.Box(-10.0, 20.0, (max_devices, N_FEATURES), np.float32),
+            "devices": spaces.Box(-10.0, EFT_CAP, (max_devices, N_FEATURES), np.float32),
             "mask": spaces.MultiBinary(max_devices)})
         self.action_space = spaces.Discrete(max_devices)  # type: ignore[assignment]
         self._profiles: dict[str, Profile] = {}
@@ -94,6 +125,13 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         self._dropped = 0
 
     def make_sim(self, sc: Scenario) -> InferenceSim:
+        if sc.setting >= 0:
+            st = heldout.setting(sc.setting)
+            if st.cluster.n > self.max_devices:
+                raise ValueError(f"scenario has {st.cluster.n} devices, the env shows "
+                                 f"{self.max_devices}")
+            return InferenceSim(st.cluster, [st.profile], StreamConfig(
+                tasks=sc.tasks, load=st.load, noise=sc.noise, seed=sc.seed))
         profs = []
         for m in sc.models:
             if m not in self._profiles:

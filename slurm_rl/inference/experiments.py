@@ -13,7 +13,13 @@ from typing import Any
 import numpy as np
 
 from slurm_rl.inference import cluster as cl
-from slurm_rl.inference.env import HELD_OUT_MODELS, TRAIN_MODELS, InferenceEnv, Scenario
+from slurm_rl.inference.env import (
+    HELD_OUT_MODELS,
+    TRAIN_MODELS,
+    InferenceEnv,
+    Scenario,
+    randomised_validation,
+)
 from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
@@ -56,7 +62,8 @@ def train_runs(agents: Sequence[str], seeds: Sequence[int], episodes: int, out_d
 
     out_dir.mkdir(parents=True, exist_ok=True)
     curve_dir.mkdir(parents=True, exist_ok=True)
-    val = validation_scenarios()
+    # randomised training validates on random settings of its own range's last block
+    val = randomised_validation() if (params or {}).get("randomised") else validation_scenarios()
     everything: list[dict[str, Any]] = []
     for agent in agents:
         rows: list[dict[str, Any]] = []

@@ -7,7 +7,10 @@ Columns 0-12 are what the shipped checkpoints read (`BASE_FEATURES`); 13-14 look
 arrival stream, which HEFT does not: the mean gap between arrivals over the task's reference
 time, and how many tasks are expected to arrive before this layer would finish on the device
 (the stream's rate is the simulator's; a deployment would measure it from recent arrivals).
-A network reads the first `QConfig.features` columns.
+A network reads the first `QConfig.features` columns. Column 15 (`EFT_COLUMN`) is not a network
+input: it is HEFT's own score, how much later than the earliest the layer would finish on the
+device, over the reference time (not compressed, at most `EFT_CAP`), which the HEFT-residual
+Q-network (dqn.py, `QConfig.residual`) starts from.
 
 `candidate_mask` (fifth round, docs/inference.md): the action set cut to the `k` feasible
 devices with the earliest estimated finish for the layer (HEFT's own ranking) plus the feasible
@@ -23,7 +26,11 @@ import numpy.typing as npt
 from slurm_rl.inference.sim import InferenceSim
 
 BASE_FEATURES = 13
-N_FEATURES = 15
+N_FEATURES = 16
+INPUT_FEATURES = 15
+"""The columns a network may read (the rest are for the residual form's fixed part)."""
+EFT_COLUMN = 15
+EFT_CAP = 100.0
 F32 = npt.NDArray[np.float32]
 
 
@@ -56,11 +63,19 @@ def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
     f[:, 14] = sim.rate * (finish - now)
     times = [0, 1, 2, 3, 4, 5, 9, 11, 12, 13, 14]
     f[:, times] = np.log1p(np.clip(f[:, times], 0.0, 1e6))
+    f[:, EFT_COLUMN] = eft_gap(finish, best, scale)
     f[:, 6] = prev
     f[:, 7] = np.minimum((sim.used + t.need[i]) / sim.memory, 2.0)
     f[:, 8] = 1.0 - i / len(t.profile.layers)
     f[:, 10] = rel_speed
     return f.astype(np.float32), feasible
+
+
+def eft_gap(finish: npt.NDArray[np.float64], best: float,
+            scale: float) -> npt.NDArray[np.float64]:
+    """(finish - best) / scale, capped at EFT_CAP: 0 on HEFT's device, >= 0 elsewhere."""
+    gap: npt.NDArray[np.float64] = np.minimum((finish - best) / scale, EFT_CAP)
+    return gap
 
 
 def candidates(finish: npt.NDArray[np.float64], feasible: npt.NDArray[np.bool_],

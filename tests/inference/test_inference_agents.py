@@ -103,7 +103,12 @@ def test_best_demonstrator_and_single_model_scenarios_train() -> None:
 
 def test_stream_features_are_read_only_by_a_network_that_asks_for_them() -> None:
     from slurm_rl.inference.env import training_scenarios
-    from slurm_rl.inference.features import BASE_FEATURES, N_FEATURES, device_features
+    from slurm_rl.inference.features import (
+        BASE_FEATURES,
+        INPUT_FEATURES,
+        N_FEATURES,
+        device_features,
+    )
 
     env = InferenceEnv(SMALL)
     env.reset(seed=0, options={"scenario": 0})
@@ -114,10 +119,11 @@ def test_stream_features_are_read_only_by_a_network_that_asks_for_them() -> None
     old = dqn.QNet(dqn.QConfig(hidden=8))  # what the shipped checkpoints are
     assert old.cfg.features == BASE_FEATURES
     g = f.copy()
-    g[:, BASE_FEATURES:] += 5.0  # the stream's columns change: a 13-feature net does not see it
+    # the stream's columns change: a 13-feature net does not see it
+    g[:, BASE_FEATURES:INPUT_FEATURES] += 5.0
     mask = torch.from_numpy(ok.astype(np.float32))[None]
     assert torch.equal(old(torch.from_numpy(f)[None], mask), old(torch.from_numpy(g)[None], mask))
-    new = dqn.QNet(dqn.QConfig(hidden=8, features=N_FEATURES))
+    new = dqn.QNet(dqn.QConfig(hidden=8, features=INPUT_FEATURES))
     assert not torch.equal(new(torch.from_numpy(f)[None], mask),
                            new(torch.from_numpy(g)[None], mask))
     for net in (old, new):  # numpy and torch agree on a full-width row either way
@@ -129,7 +135,7 @@ def test_stream_features_are_read_only_by_a_network_that_asks_for_them() -> None
     assert all(0.2 <= s.load <= 0.8 for s in base) and any(s.load > 0.8 for s in wide)
     assert [s.gbps for s in wide] == [s.gbps for s in base]
     with pytest.raises(ValueError, match="features"):
-        dqn.TrainConfig(features=N_FEATURES + 1)
+        dqn.TrainConfig(features=INPUT_FEATURES + 1)
     with pytest.raises(ValueError, match="load_max"):
         dqn.TrainConfig(load_max=0.2)
 
