@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from importlib import resources
 from typing import Any
+
+import pytest
 
 from slurm_rl.core import (
     ClusterSnapshot,
@@ -22,6 +25,17 @@ from slurm_rl.sim import trace
 from slurm_rl.sim.trace import TraceJob
 
 NOW = 10_000.0
+
+LIAR = Progress(steps_done=4103, steps_total=4104, rate=100_000.0, updated_at=NOW - 5)
+"""Almost done after 30 GPU-seconds: more steps, and a faster rate, than resnet50 reaches."""
+
+UNSTANDING_CLAIMS = pytest.mark.parametrize("claims", [
+    {"progress": LIAR, "attained_gpu_s": 30.0},  # progress not believed (estimates.py)
+    {"claim_ratio": math.inf},  # the owner's claims not believed
+    {"claim_overrun": True},  # run past its claims: about as long again as it has run
+], ids=["unbelieved-progress", "owner-not-believed", "overrun"])
+"""The three ways a running job's prediction does not stand as its estimate
+(`estimates.claims_stand`), as JobView fields of a resnet50 job, for a test's `claims`."""
 
 
 def job(jid: str, *, state: JobState = JobState.PENDING, submit: float = 0.0, gpus: int = 1,

@@ -4,12 +4,10 @@ the most, running elastic jobs grown and shrunk, GPU counts inside the job's ran
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import pytest
 import reference_deadline as ref
-from policy_builders import NOW, ids, job, nodes, order_of, running, snap
+from policy_builders import NOW, UNSTANDING_CLAIMS, ids, job, nodes, order_of, running, snap
 
 from slurm_rl import perfmodel
 from slurm_rl.core import Intent, Progress, ServiceClass
@@ -241,15 +239,7 @@ def test_grows_are_planned_as_they_will_be_applied_one_after_another() -> None:
                             [(r.job_id, old[r.job_id], r.gpus) for r in d.resizes])
 
 
-LIAR = Progress(steps_done=4103, steps_total=4104, rate=100_000.0, updated_at=NOW - 5)
-"""Almost done after 30 GPU-seconds: more steps, and a faster rate, than resnet50 reaches."""
-
-
-@pytest.mark.parametrize("claims", [
-    {"progress": LIAR, "attained_gpu_s": 30.0},  # progress not believed (estimates.py)
-    {"claim_ratio": math.inf},  # the owner's claims not believed
-    {"claim_overrun": True},  # run past its claims: about as long again as it has run
-], ids=["unbelieved-progress", "owner-not-believed", "overrun"])
+@UNSTANDING_CLAIMS
 def test_a_running_job_holds_its_gpus_until_its_estimate_not_its_bare_prediction(
         claims: dict[str, Any]) -> None:
     # "r" fills the one node and predicts it ends now, but that prediction does not stand (its

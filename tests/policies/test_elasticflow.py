@@ -5,13 +5,11 @@ scheduler.py: ef_sim_jobs_access_control, estimate_all_jobs, ef_sim_allocation).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
-import pytest
-from policy_builders import NOW, ids, job, nodes, order_of, running, snap
+from policy_builders import NOW, UNSTANDING_CLAIMS, ids, job, nodes, order_of, running, snap
 
-from slurm_rl.core import ClusterSnapshot, Intent, NodeName, Progress
+from slurm_rl.core import ClusterSnapshot, Intent, NodeName
 from slurm_rl.policies import elasticflow, make
 from slurm_rl.policies.elasticflow.jobs import model_cap
 from slurm_rl.policies.elasticflow.plan import Profile, plan_job
@@ -169,15 +167,7 @@ def test_an_admitted_job_planned_no_gpus_now_is_suspended() -> None:
     assert "start now at 4 GPUs" in order_of(d, "P").reason
 
 
-LIAR = Progress(steps_done=4103, steps_total=4104, rate=100_000.0, updated_at=NOW - 5)
-"""Almost done after 30 GPU-seconds: more steps, and a faster rate, than resnet50 reaches."""
-
-
-@pytest.mark.parametrize("claims", [
-    {"progress": LIAR, "attained_gpu_s": 30.0},  # progress not believed (estimates.py)
-    {"claim_ratio": math.inf},  # the owner's claims not believed
-    {"claim_overrun": True},  # run past its claims: about as long again as it has run
-], ids=["unbelieved-progress", "owner-not-believed", "overrun"])
+@UNSTANDING_CLAIMS
 def test_a_running_job_holds_its_gpus_until_its_estimate_not_its_bare_prediction(
         claims: dict[str, Any]) -> None:
     # "r" fills the one node and predicts it ends now, but that prediction does not stand (its
