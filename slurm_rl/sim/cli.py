@@ -179,8 +179,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
                              factor=time_limit_factor, round_up_s=time_limit_round,
                              fixed_s=time_limit_fixed, max_s=float(time_limit_max),
                              bins=time_limit_bins, max_share=time_limit_max_share)
-    grace, requeue, restore = _restart_steps(click.get_current_context(), restart_model,
-                                             restart_delay_s, restart_grace_s, requeue_s)
+    restart = _restart_steps(click.get_current_context(), restart_model, restart_delay_s,
+                             restart_grace_s, requeue_s)
     options: dict[str, Any] = {}
     for item in policy_options:
         key, sep, value = item.partition("=")
@@ -195,15 +195,14 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
                                  ) from None
     try:
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
-        engine = EngineConfig(
+        engine = restart.apply(EngineConfig(
             nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
-            restart_grace_s=grace, requeue_s=requeue, restart_delay_s=restore,
             restart_rules=max_restarts is not None,
             max_restarts_per_hour=2 if max_restarts is None else max_restarts,
             backfill=not no_backfill,
             bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
             elastic_fraction=elastic_fraction, audit=audit,
-            time_limit=time_limit)
+            time_limit=time_limit))
         if not jobs:
             raise click.ClickException("the trace (window) holds no jobs")
         sizing = Sizing(gpus_per_node=gpus_per_node, nodes=nodes, load=load)
@@ -227,10 +226,10 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
 
 
 def _restart_steps(ctx: click.Context, path: str | None, restore_s: float,
-                   grace_s: float | None, requeue_s: float | None
-                   ) -> tuple[float, float, float]:
-    """(grace, requeue, restore) seconds: the model file's, each option given overriding it,
-    the defaults (0, 0, --restart-delay's 30) for the rest."""
+                   grace_s: float | None, requeue_s: float | None) -> RestartModel:
+    """The model file's steps, each option given overriding it; --restart-delay's value (30 s
+    by default) where neither the file nor the option sets the restore. Steps left unset keep
+    the engine's defaults (grace and requeue 0)."""
     model = RestartModel()
     if path is not None:
         try:
@@ -241,9 +240,9 @@ def _restart_steps(ctx: click.Context, path: str | None, restore_s: float,
     if model.restore_s is not None and (
             ctx.get_parameter_source("restart_delay_s") is ParameterSource.DEFAULT):
         restore_s = model.restore_s
-    grace = grace_s if grace_s is not None else model.grace_s
-    requeue = requeue_s if requeue_s is not None else model.requeue_s
-    return grace or 0.0, requeue or 0.0, restore_s
+    return RestartModel(grace_s=grace_s if grace_s is not None else model.grace_s,
+                        requeue_s=requeue_s if requeue_s is not None else model.requeue_s,
+                        restore_s=restore_s)
 
 
 def _print_summary(s: dict[str, Any]) -> None:
