@@ -7,6 +7,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Callable
+from functools import cached_property
 from itertools import compress, repeat
 from operator import add
 
@@ -44,23 +45,21 @@ class Round:
         (then `free_now` holds what it would have free now)."""
         self.free_now = 0
         self.allocs: dict[JobId, Alloc] = {}
-        self._stands: list[bool] | None = None
 
+    @cached_property
     def stands(self) -> list[bool]:
         """Per running job (in `snapshot.running` order): whether its prediction is its
         estimate (`estimates.claims_stand`: believed progress, no owner's record, no
-        overrun). Where it is not, the job is estimated as the reference does, so a prediction
-        from progress nobody believes does not free its GPUs in the plan."""
-        if self._stands is None:
-            self._stands = [p is not None and claims_stand(v) for v, p in zip(
-                self.snapshot.running, self.snapshot.running_predicted, strict=True)]
-        return self._stands
+        overrun). Where it is not, the job is estimated as one without a prediction is, so a
+        prediction from progress nobody believes does not free its GPUs in the plan."""
+        return [p is not None and claims_stand(v) for v, p in zip(
+            self.snapshot.running, self.snapshot.running_predicted, strict=True)]
 
-    def _fast(self) -> bool:
+    @cached_property
+    def fast(self) -> bool:
         """The common case, built in arrays: no running elastic job, and every running job's
         prediction is its estimate."""
-        return not self.elastic and None not in self.snapshot.running_predicted and all(
-            self.stands())
+        return not self.elastic and all(self.stands)
 
     def inf(self, j: JobView) -> Info:
         i = self.info.get(j.id)
@@ -80,7 +79,7 @@ class Round:
         not show for ever). The common case is built fast (base.py: `of_ends`)."""
         snap, now = self.snapshot, self.now
         preds = snap.running_predicted
-        if self._fast():
+        if self.fast:
             gpus = snap.running_gpus
             ends = list(map(add, repeat(now), preds))  # type: ignore[arg-type]
             forever = max(0, self.nodes.alloc - sum(gpus))
@@ -94,7 +93,7 @@ class Round:
         """`base_profile().free[0]` (the GPUs it has free now), without building it."""
         now, snap = self.now, self.snapshot
         preds = snap.running_predicted
-        if self._fast():  # base_holds' common case, in C loops
+        if self.fast:  # base_holds' common case, in C loops
             gpus = snap.running_gpus
             ends = map(add, repeat(now), preds)  # type: ignore[arg-type]
             held = sum(compress(gpus, map(now.__lt__, ends)))
@@ -107,7 +106,7 @@ class Round:
         elastic = self.elastic
         running = snap.running if elastic else None  # views only where needed
         gpus, preds = snap.running_gpus, snap.running_predicted
-        stands = self.stands()
+        stands = self.stands
         for i, (g, p) in enumerate(zip(gpus, preds, strict=True)):
             if elastic:
                 assert running is not None
