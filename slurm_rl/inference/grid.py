@@ -97,15 +97,21 @@ def _number(v: object) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
+def _read_toml(path: Path, where: str) -> dict[str, Any]:
+    """The TOML document at `path`; GridError, one line starting with `where`, if it cannot
+    be read or is not TOML."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise GridError(f"{where}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise GridError(f"{where}: not TOML: {exc}") from None
+
+
 def read_grid(path: Path) -> Grid:
     """The whole grid file, checked (GridError at the first problem)."""
     at = str(path)
-    try:
-        doc = tomllib.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GridError(f"{at}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise GridError(f"{at}: not TOML: {exc}") from None
+    doc = _read_toml(path, at)
     unknown = sorted(set(doc) - set(KEYS))
     if unknown:
         raise GridError(f"{at}: unknown key(s) {', '.join(unknown)} (valid: {', '.join(KEYS)})")
@@ -209,12 +215,7 @@ def _clusters(table: dict[str, Any], at: str, base: Path,
             raise GridError(f"{at}: {', '.join(sorted(data))}: not with file (the cluster "
                             "file gives them)")
         p = base / file
-        try:
-            data = tomllib.loads(p.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise GridError(f"{at}: file: {file}: cannot read: {exc}") from None
-        except tomllib.TOMLDecodeError as exc:
-            raise GridError(f"{at}: file: {file}: not TOML: {exc}") from None
+        data = _read_toml(p, f"{at}: file: {file}")
         where, folder, default_name = f"{at}: file {file}", p.parent, p.stem
     else:
         default_name = f"cluster-{at.rsplit(' ', 1)[-1]}"
