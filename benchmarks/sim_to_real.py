@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import math
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -38,6 +40,7 @@ from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
 
+from slurm_rl import perfmodel
 from slurm_rl.sim.cluster import CONS_TRES, PLACEMENTS
 from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import Simulator
@@ -68,15 +71,21 @@ RELEASE_S = 0.015
 REQUEST_TERMINATE_JOB round trip to slurmd (15 ms at debug2 level on the test cluster). A main
 scheduler run 4 ms after a completion did not see that job's node free."""
 TIME_LIMIT_MIN = 5
+MODEL, BATCH = "resnet50", 64
+"""An elastic replay's jobs claim this model and batch size (`--rl-model`, `--rl-batch-size`):
+the daemon and the simulator predict a job's rate at another GPU count along its curve."""
+JOB = Path(__file__).resolve().parent / "sim_to_real_job.py"
 
 
 def compressed_workload(trace: str, start: int, count: int, median_s: float, min_s: int,
-                        max_s: int, load: float) -> list[ReplayJob]:
+                        max_s: int, load: float, elastic_every: int = 0) -> list[ReplayJob]:
     """`count` jobs from `start` of an ITP deadline trace, compressed to a short replay.
 
     Durations are scaled so their median is `median_s` (clamped to min_s..max_s); deadlines keep
     their slack relative to duration; submit times are spread so that the offered load on the
-    16 GPUs is `load` (>1: a queue builds up).
+    16 GPUs is `load` (>1: a queue builds up). With `elastic_every` k > 0 every job works in
+    steps at the profiled rate of its GPU count (`seconds` at `gpus`), and every k-th is elastic
+    (`--rl-elastic --rl-gpus G-4`: 1-GPU jobs from 1, 4-GPU jobs from 2).
     """
     path = resources.files("slurm_rl") / "data" / "traces" / trace
     with path.open() as fh:
@@ -96,13 +105,63 @@ def compressed_workload(trace: str, start: int, count: int, median_s: float, min
     work = sum(j.seconds * j.gpus for j in jobs)
     span = work / (load * NODES * GPUS_PER_NODE)
     t0, t1 = jobs[0].submit_offset, jobs[-1].submit_offset
-    return [
-        ReplayJob(name=j.name, submit_offset=(j.submit_offset - t0) / max(1.0, t1 - t0) * span,
-                  seconds=j.seconds, gpus=j.gpus,
-                  deadline_offset=None if j.deadline_offset is None
-                  else max(j.seconds + 5.0, j.deadline_offset))
-        for j in jobs
-    ]
+    out = []
+    for i, j in enumerate(jobs):
+        elastic = elastic_every > 0 and i % elastic_every == 0 and j.gpus <= GPUS_PER_NODE
+        low = max(1, j.gpus // 2) if elastic else j.gpus
+        out.append(ReplayJob(
+            name=j.name, submit_offset=(j.submit_offset - t0) / max(1.0, t1 - t0) * span,
+            seconds=j.seconds, gpus=low,
+            deadline_offset=None if j.deadline_offset is None
+            else max(j.seconds + 5.0, j.deadline_offset),
+            steps=None, gpus_max=GPUS_PER_NODE if elastic else None, elastic=elastic))
+        if elastic_every > 0:  # the same work in steps; `seconds` become its run at `low`
+            steps = round(j.seconds * step_rate(j.gpus))
+            out[-1] = dataclasses.replace(out[-1], steps=steps,
+                                          seconds=round(steps / step_rate(low)))
+    return out
+
+
+def step_rate(gpus: int) -> float:
+    """Steps per second of an elastic replay's job at `gpus` GPUs: the profiled throughput of
+    MODEL at BATCH, the curve the simulator scales a job's rate along."""
+    return perfmodel.curve_for(MODEL, BATCH).throughput(gpus)
+
+
+DAEMON_CONFIG = """\
+[daemon]
+interval_s = 1.0
+
+[resize]
+enabled = true
+preempt = true
+max_per_hour = {max_per_hour}
+grace_s = {grace_s}
+restart_cost_s = {restart_cost_s}
+wait_pending_s = 15.0
+"""
+"""The daemon's config in an elastic replay: restarts on, with a short grace (the jobs
+checkpoint at once) and the restart cost the simulator is told."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Restarts:
+    """How an elastic replay's restarts go: the daemon's [resize] settings, and what the
+    simulator is told a restart costs (its per-step model: grace, requeue, restore)."""
+
+    grace_s: float = 3.0
+    max_per_hour: int = 2
+    sim_grace_s: float = 3.5
+    """Signal to requeue: grace_s plus the wait for the next daemon cycle (half of 1 s)."""
+    requeue_s: float = 1.2
+    """Requeue to running again (the release's StartTime=now+1 and the next scheduling pass;
+    docs/sim-to-real.md, "What a restart costs")."""
+    restore_s: float = 0.1
+    """Running again to making progress (the job's start-up; it reads a one-line checkpoint)."""
+
+    @property
+    def cost_s(self) -> float:
+        return self.sim_grace_s + self.requeue_s + self.restore_s
 
 
 def _gres_args(gpus: int) -> list[str]:
@@ -134,15 +193,25 @@ def _slurm_config() -> dict[str, str]:
     return {k.strip(): v.strip() for k, v in pairs}
 
 
-def run_real(jobs: list[ReplayJob], policy: str, prefix: str
+def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts | None = None
              ) -> tuple[list[RealJob], DaemonTiming | None, SlurmTiming | None]:
+    """The replay on the cluster. With `restarts` (an elastic replay) the jobs work in steps
+    (sim_to_real_job.py) and the daemon may resize and preempt its elastic ones."""
     workdir = Path(tempfile.mkdtemp(prefix="sim2real-"))
+    workdir.chmod(0o755)
     db = workdir / "d.db"
     subprocess.run([BIN / "slurm-rl", "db", "upgrade", "--db", db], check=True,
                    capture_output=True)
     log = (workdir / "daemon.log").open("w")
+    extra: list[str | Path] = []
+    if restarts is not None:
+        conf_file = workdir / "slurm-rl.toml"
+        conf_file.write_text(DAEMON_CONFIG.format(
+            max_per_hour=restarts.max_per_hour, grace_s=restarts.grace_s,
+            restart_cost_s=round(restarts.cost_s, 3)))
+        extra = ["--config", conf_file]
     daemon = subprocess.Popen([BIN / "slurm-rl", "daemon", "--policy", policy, "--interval", "1",
-                               "--db", db, "--only-name-prefix", prefix],
+                               "--db", db, "--only-name-prefix", prefix, *extra],
                               stdout=log, stderr=subprocess.STDOUT)
     submitted: list[tuple[ReplayJob, str, float | None, float]] = []
     t0 = time.time() + 2.0
@@ -156,7 +225,11 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
                 if delay > 0:
                     time.sleep(delay)
                 args = [str(BIN / "rlsbatch"), "--parsable", "-J", f"{prefix}{j.name}",
-                        "-t", str(TIME_LIMIT_MIN), "-o", "/dev/null", *_gres_args(j.gpus)]
+                        "-t", str(TIME_LIMIT_MIN), "-o", "/dev/null"]
+                if j.elastic:
+                    args += ["--rl-gpus", f"{j.gpus}-{j.gpus_max}", "--rl-elastic"]
+                else:
+                    args += _gres_args(j.gpus)
                 deadline = None
                 if j.deadline_offset is not None and policy != "fifo":
                     left = max(1, round(t0 + j.submit_offset + j.deadline_offset - time.time()))
@@ -164,8 +237,18 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
                     args += ["--rl-deadline", f"+{left}s"]
                 # The job stamps its own start and end (sub-second; Slurm's are whole seconds).
                 stamp = workdir / f"{len(submitted)}.t"
-                args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; "
-                         f"date +%s.%N >> {stamp}"]
+                if j.steps is not None:
+                    folder = workdir / str(len(submitted))
+                    folder.mkdir()
+                    folder.chmod(0o777)
+                    rates = ",".join(f"{step_rate(g):.6f}" for g in range(1, GPUS_PER_NODE + 1))
+                    args += ["-c", "1", "--rl-steps", str(j.steps), "--rl-model", MODEL,
+                             "--rl-batch-size", str(BATCH), "--wrap",
+                             f"exec {sys.executable} {JOB} --dir {folder} --steps {j.steps} "
+                             f"--rates {rates}"]
+                else:
+                    args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; "
+                             f"date +%s.%N >> {stamp}"]
                 before = time.time()
                 out = subprocess.run(args, capture_output=True, text=True, check=True)
                 # Without slurmctld's log, the submit instant is the rlsbatch call's midpoint
@@ -192,26 +275,70 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str
             fh.seek(log_from)
             lines = fh.read().decode(errors="replace").splitlines()
     logged = job_events(lines, {jid for _, jid, _, _ in submitted})
+    done_restarts = _restarts_done(db) if restarts is not None else {}
     real = []
     for i, (j, jid, deadline, at) in enumerate(submitted):
-        start, end = (float(x) for x in (workdir / f"{i}.t").read_text().split())
-        # Slurm's own whole-second stamps must agree with the job's to the second.
-        for mine, slurm in ((start, parse_time(rows[jid][2])), (end, parse_time(rows[jid][3]))):
-            if slurm is None or not -1.0 <= mine - slurm <= 2.0:
-                raise SystemExit(f"job {jid}: its own time {mine:.3f} and Slurm's {slurm} "
-                                 "disagree")
+        runs: tuple[tuple[float, int], ...] = ()
+        if j.steps is not None:
+            runs, finished = job_runs((workdir / str(i) / "log").read_text())
+            if not runs or finished is None:
+                raise SystemExit(f"job {jid}: its log has no start or no end; see {workdir}")
+            start, end = runs[0][0], finished
+        else:
+            start, end = (float(x) for x in (workdir / f"{i}.t").read_text().split())
+        slurm_start = parse_time(rows[jid][2])
+        if len(runs) > 1:
+            # Slurm shows the last run's start; the order compared is the first starts'.
+            slurm_start = float(math.floor(logged.get(jid, {}).get("start", start)))
+        else:
+            # Slurm's own whole-second stamps must agree with the job's to the second.
+            for mine, slurm in ((start, slurm_start), (end, parse_time(rows[jid][3]))):
+                if slurm is None or not -1.0 <= mine - slurm <= 2.0:
+                    raise SystemExit(f"job {jid}: its own time {mine:.3f} and Slurm's {slurm} "
+                                     "disagree")
         ev = logged.get(jid, {})
         if {"submit", "start", "done"} <= set(ev):
             sub, st, en = ev["submit"], ev["start"], ev["done"]
         else:
             sub, st, en = at, start, end
+        kinds = done_restarts.get(jid, [])
         real.append(RealJob(job=j, job_id=jid, submit=sub, start=st, end=en,
-                            deadline=deadline, nodes=rows[jid][4],
-                            slurm_start=parse_time(rows[jid][2]), payload=(start, end)))
+                            deadline=deadline, nodes=rows[jid][4], slurm_start=slurm_start,
+                            payload=(start, end), runs=runs,
+                            resizes=kinds.count("requeue_hold"),
+                            preemptions=kinds.count("preempt_requeue")))
     bf = None
     if lines:
         bf = slurm_timing(lines, real, t0 - 5.0, max(r.end for r in real) + 5.0)
     return real, daemon_timing(workdir / "daemon.log"), bf
+
+
+def job_runs(text: str) -> tuple[tuple[tuple[float, int], ...], float | None]:
+    """From an elastic replay job's log (sim_to_real_job.py): each run's start stamp and GPU
+    count, and the stamp of its end (None: it did not finish)."""
+    runs: list[tuple[float, int]] = []
+    end = None
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+        if line.startswith("start ") and "t" in fields and "gpus" in fields:
+            runs.append((float(fields["t"]), int(fields["gpus"])))
+        elif line.startswith("done ") and "t" in fields:
+            end = float(fields["t"])
+    return tuple(runs), end
+
+
+def _restarts_done(db: Path) -> dict[str, list[str]]:
+    """Per job id, the daemon's requeues that were carried out (action log, DONE), oldest
+    first: "requeue_hold" (a resize) or "preempt_requeue" (a preemption)."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT j.job_id, lower(a.kind) FROM actions a JOIN action_jobs j ON "
+            "j.action_id = a.id WHERE lower(a.kind) IN ('requeue_hold', 'preempt_requeue') "
+            "AND lower(a.status) = 'done' ORDER BY a.id").fetchall()
+    out: dict[str, list[str]] = {}
+    for job_id, kind in rows:
+        out.setdefault(str(job_id), []).append(str(kind))
+    return out
 
 
 def _squeue(ids: list[str]) -> dict[str, list[str]]:
@@ -237,19 +364,38 @@ class SimModel:
     """GPUs stay held this long after slurmctld logs a completion."""
 
 
+def _trace_job(r: RealJob, t0: float, model: SimModel, launch_s: float) -> TraceJob:
+    deadline = None if r.deadline is None else r.deadline - t0
+    if r.job.steps is None:
+        return TraceJob(id=r.job_id, submit=r.submit - t0,
+                        duration=(r.end - r.start if model.measured_durations else r.job.seconds)
+                        + model.release_s,
+                        gpus=r.job.gpus, time_limit_s=TIME_LIMIT_MIN * 60.0, deadline=deadline)
+    # A job in steps: its run time follows from the GPUs the simulated policy gives it (the
+    # profiled rate, as the job's own), plus its launch and exit as slurmctld saw them (from
+    # its start to the job's first stamp, and from its last stamp to its completion; else the
+    # median launch) and the release after it ends.
+    overhead = launch_s
+    if model.measured_durations and r.payload:
+        overhead = (r.payload[0] - r.start) + (r.end - r.payload[1])
+    return TraceJob(id=r.job_id, submit=r.submit - t0,
+                    duration=r.job.steps / step_rate(r.job.gpus) + overhead + model.release_s,
+                    gpus=r.job.gpus, time_limit_s=TIME_LIMIT_MIN * 60.0, deadline=deadline,
+                    total_steps=r.job.steps, model=MODEL, batch_size=BATCH,
+                    gpus_min=r.job.gpus if r.job.elastic else None,
+                    gpus_max=r.job.gpus_max if r.job.elastic else None, elastic=r.job.elastic)
+
+
 def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
-            slurm: SlurmTiming | None, model: SimModel) -> SimOut:
+            slurm: SlurmTiming | None, model: SimModel, restarts: Restarts | None = None
+            ) -> tuple[SimOut, tuple[int, int]]:
+    """The simulated replay: each job's start, end and first nodes, and the resizes and
+    preemptions the simulated daemon carried out."""
     from slurm_rl import policies
 
     t0 = min(r.submit for r in real)
-    trace = [
-        TraceJob(id=r.job_id, submit=r.submit - t0,
-                 duration=(r.end - r.start if model.measured_durations else r.job.seconds)
-                 + model.release_s,
-                 gpus=r.job.gpus, time_limit_s=TIME_LIMIT_MIN * 60.0,
-                 deadline=None if r.deadline is None else r.deadline - t0)
-        for r in real
-    ]
+    launch = slurm.launch_s if slurm and slurm.launch_s else 0.0
+    trace = [_trace_job(r, t0, model, launch) for r in real]
     use = timing if model.daemon_timing else None
     bf = slurm.backfill if slurm and model.slurm_timing else None
     main = slurm.main if slurm and model.slurm_timing and bf else None
@@ -269,13 +415,26 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
                        launch_delay_s=0.0 if model.measured_durations or not slurm
                        else slurm.launch_s or 0.0,
                        time_limit=TimeLimitEstimate(fixed_s=TIME_LIMIT_MIN * 60.0))
+    if restarts is not None:
+        cfg = dataclasses.replace(
+            cfg, launch_delay_s=0.0, restart_rules=True,
+            max_restarts_per_hour=restarts.max_per_hour, restart_grace_s=restarts.sim_grace_s,
+            requeue_s=restarts.requeue_s, restart_delay_s=restarts.restore_s)
     result = Simulator(trace, policies.make(policy), cfg).run()
     first: dict[str, str] = {}
     for iv in result.intervals:
         first.setdefault(iv.job_id, _nodelist(iv.nodes))
     # The simulated job holds its GPUs until the release; it completed release_s before.
-    return {j.job_id: (j.start + t0, j.end + t0 - model.release_s, first.get(j.job_id, ""))
-            for j in result.jobs}
+    return ({j.job_id: (j.start + t0, j.end + t0 - model.release_s, first.get(j.job_id, ""))
+             for j in result.jobs}, (result.resizes, result.preemptions))
+
+
+def saved_restarts(path: Path) -> Restarts | None:
+    """The restart settings a saved elastic replay ran with (None: a replay of sleep jobs)."""
+    for data in json.loads(path.read_text()).values():
+        if isinstance(data, dict) and data.get("restarts"):
+            return Restarts(**data["restarts"])
+    return None
 
 
 def _nodelist(nodes: tuple[str, ...]) -> str:
@@ -314,6 +473,20 @@ def main() -> None:
     ap.add_argument("--release-s", type=float, default=RELEASE_S,
                     help="how long GPUs stay held after slurmctld logs a completion "
                     "(default %(default)s)")
+    ap.add_argument("--elastic-every", type=int, default=0, metavar="K",
+                    help="an elastic replay: every job works in steps at its GPUs' profiled "
+                    "rate, every K-th is --rl-elastic, and the daemon resizes and preempts "
+                    "(default 0: sleep jobs, no restarts)")
+    ap.add_argument("--grace", type=float, default=Restarts.grace_s,
+                    help="an elastic replay: the daemon's [resize] grace_s (default "
+                    "%(default)s)")
+    ap.add_argument("--sim-grace", type=float, default=Restarts.sim_grace_s,
+                    help="the simulator's grace step (default %(default)s: grace plus half a "
+                    "daemon cycle)")
+    ap.add_argument("--requeue-s", type=float, default=Restarts.requeue_s,
+                    help="the simulator's requeue step (default %(default)s)")
+    ap.add_argument("--restore-s", type=float, default=Restarts.restore_s,
+                    help="the simulator's restore step (default %(default)s)")
     ap.add_argument("--resim", type=Path, metavar="RAW.json",
                     help="no cluster: simulate a replay saved with --raw again (to compare "
                     "simulator models on the same real run)")
@@ -332,29 +505,45 @@ def main() -> None:
                      conservative=not args.easy, daemon_timing=not args.no_daemon_timing,
                      slurm_timing=not args.no_slurm_timing,
                      measured_durations=not args.nominal_durations, release_s=args.release_s)
+    restarts = (Restarts(grace_s=args.grace, sim_grace_s=args.sim_grace,
+                         requeue_s=args.requeue_s, restore_s=args.restore_s)
+                if args.elastic_every > 0 else None)
     if args.resim:
         saved = load_raw(args.resim)
         todo = [(p, *saved[p]) for p in args.policies.split(",") if p in saved]
+        daemon_side = saved_restarts(args.resim)
+        if daemon_side is not None:  # the daemon's part as it ran; the simulator's as given
+            restarts = dataclasses.replace(
+                daemon_side, sim_grace_s=args.sim_grace, requeue_s=args.requeue_s,
+                restore_s=args.restore_s)
     else:
         if not os.environ.get("SLURM_CONF"):
             raise SystemExit("set SLURM_CONF (eval \"$(docker/cluster env)\")")
         jobs = compressed_workload(args.trace, args.start, args.count, args.median_s,
-                                   args.min_s, args.max_s, args.load)
+                                   args.min_s, args.max_s, args.load, args.elastic_every)
         todo = []
         for policy in args.policies.split(","):
             print(f"== {policy}: replaying {len(jobs)} jobs on the test cluster", flush=True)
-            real, timing, bf = run_real(jobs, policy, prefix=f"s2r{os.getpid()}-{policy}-")
+            real, timing, bf = run_real(jobs, policy, prefix=f"s2r{os.getpid()}-{policy}-",
+                                        restarts=restarts)
             todo.append((policy, real, timing, bf))
     results, raw = {}, {}
+    counts: dict[str, tuple[int, int, int, int]] = {}
     for policy, real, timing, bf in todo:
-        sim = run_sim(real, policy, timing, bf, model)
+        sim, (sim_resizes, sim_preempts) = run_sim(real, policy, timing, bf, model, restarts)
         results[policy] = compare(real, sim)
+        counts[policy] = (sum(r.resizes for r in real), sim_resizes,
+                          sum(r.preemptions for r in real), sim_preempts)
         raw[policy] = {"daemon": asdict(timing) if timing else None,
-                       "slurm": asdict(bf) if bf else None, "jobs": [
+                       "slurm": asdict(bf) if bf else None,
+                       "restarts": asdict(restarts) if restarts else None,
+                       "sim_resizes": sim_resizes, "sim_preemptions": sim_preempts, "jobs": [
             {"job_id": r.job_id, "gpus": r.job.gpus, "sleep": r.job.seconds,
+             "steps": r.job.steps, "gpus_max": r.job.gpus_max, "elastic": r.job.elastic,
              "submit": r.submit, "deadline": r.deadline,
              "real_start": r.start, "real_end": r.end, "real_nodes": r.nodes,
-             "slurm_start": r.slurm_start, "payload": r.payload,
+             "slurm_start": r.slurm_start, "payload": r.payload, "runs": r.runs,
+             "resizes": r.resizes, "preemptions": r.preemptions,
              "sim_start": sim[r.job_id][0], "sim_end": sim[r.job_id][1],
              "sim_nodes": sim[r.job_id][2]}
             for r in real]}
@@ -362,11 +551,17 @@ def main() -> None:
         args.raw.write_text(json.dumps(raw, indent=1))
         print(f"wrote {args.raw} (every job's real and simulated times)")
     lines = ["| policy | jobs | Kendall τ-b (start) | mean JCT error | p90 JCT error "
-             "| same first nodes | mean real JCT |", "|---|---|---|---|---|---|---|"]
+             "| same first nodes | mean real JCT |" + (" resizes real/sim | preemptions real/sim |"
+                                                     if restarts else ""),
+             "|---|---|---|---|---|---|---|" + ("---|---|" if restarts else "")]
     for p, r in results.items():
-        lines.append(f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
-                     f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
-                     f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
+        row = (f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
+               f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
+               f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
+        if restarts:
+            c = counts[p]
+            row += f" {c[0]} / {c[1]} | {c[2]} / {c[3]} |"
+        lines.append(row)
     print("\n".join(lines), flush=True)
     if args.out:
         cmd = "python benchmarks/sim_to_real.py " + " ".join(sys.argv[1:])

@@ -26,6 +26,13 @@ class ReplayJob:
     seconds: int
     gpus: int
     deadline_offset: float | None
+    steps: int | None = None
+    """An elastic replay's job: its steps (at the profiled rate of its GPU count); None: a
+    `sleep` of `seconds`."""
+    gpus_max: int | None = None
+    """With `elastic`: the top of its --rl-gpus range (`gpus` is the bottom and the count its
+    `seconds` are measured at)."""
+    elastic: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,6 +54,11 @@ class RealJob:
     resolution."""
     payload: tuple[float, float] | None = None
     """The job's own stamps: its script's first and last instruction."""
+    runs: tuple[tuple[float, int], ...] = ()
+    """An elastic replay's job: each run's own start stamp and GPU count."""
+    resizes: int = 0
+    preemptions: int = 0
+    """Restarts the daemon carried out on this job (its requeues DONE in the action log)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -145,8 +157,8 @@ _EVENT = re.compile(r"^\[(\S+)\] (?:(_slurm_rpc_submit_batch_job: )|(sched/backf
 
 
 def job_events(lines: list[str], ids: set[str]) -> dict[str, dict[str, float]]:
-    """Per job id: when slurmctld accepted it ("submit"), started it ("start") and saw it
-    complete ("done"), from its log (millisecond stamps)."""
+    """Per job id: when slurmctld accepted it ("submit"), first started it ("start") and saw it
+    complete ("done"; a requeue is no completion), from its log (millisecond stamps)."""
     out: dict[str, dict[str, float]] = {}
     for line in lines:
         m = _EVENT.match(line)
@@ -154,7 +166,9 @@ def job_events(lines: list[str], ids: set[str]) -> dict[str, dict[str, float]]:
             continue
         kind = "submit" if m[2] else "start" if m[3] else "done" if m[6] else None
         if kind:
-            out.setdefault(m[5], {})[kind] = datetime.fromisoformat(m[1]).timestamp()
+            seen = out.setdefault(m[5], {})
+            if kind != "start" or kind not in seen:  # a requeued job: its first start
+                seen[kind] = datetime.fromisoformat(m[1]).timestamp()
     return out
 
 
@@ -221,11 +235,16 @@ def load_raw(path: Path
                           launch_s=st.get("launch_s")) if st else None)
         out[policy] = ([RealJob(job=ReplayJob(name=r["job_id"], submit_offset=0.0,
                                               seconds=r["sleep"], gpus=r["gpus"],
-                                              deadline_offset=None),
+                                              deadline_offset=None, steps=r.get("steps"),
+                                              gpus_max=r.get("gpus_max"),
+                                              elastic=r.get("elastic", False)),
                                 job_id=r["job_id"], submit=r["submit"], start=r["real_start"],
                                 end=r["real_end"], deadline=r["deadline"],
                                 nodes=r.get("real_nodes", ""),
                                 slurm_start=r.get("slurm_start", r["real_start"]),
-                                payload=tuple(r["payload"]) if r.get("payload") else None)
+                                payload=tuple(r["payload"]) if r.get("payload") else None,
+                                runs=tuple((float(a), int(g)) for a, g in r.get("runs", ())),
+                                resizes=r.get("resizes", 0),
+                                preemptions=r.get("preemptions", 0))
                         for r in rows], timing, bf)
     return out

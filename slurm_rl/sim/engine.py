@@ -146,6 +146,9 @@ class Simulator:
         """Jobs in a restart's requeue step: GPUs free, not pending yet (stepped restarts)."""
         self._restart_log: dict[JobId, list[float]] = {}
         """With restart_rules: each job's restart times within the last hour (the cap)."""
+        self._restart_wants: dict[SimJob, int] = {}
+        """With restart_rules: the count the last decision asked of each job in its grace step
+        (the daemon restarts it at that count if that passes the rules at the grace's end)."""
         self._in_flight: dict[int, Decision] = {}
         """Decisions made but not yet applied (decision_delay_s), by event seq."""
         self._snapshots = SnapshotBuilder(self.cluster, config.nodes, config.gpus_per_node)
@@ -565,7 +568,8 @@ class Simulator:
         job.restart_done = job.done_at(now)
         job.restart = Restart(step=Restart.GRACE, gpus=gpus)
         job.version += 1  # its completion event is void
-        at = now + self.cfg.restart_grace_s
+        # A job whose work is done before its grace is over completes then: no restart.
+        at = min(now + self.cfg.restart_grace_s, self._natural_finish(job))
         i = bisect_left(self._ends, (job.planned_end, job.seq))
         del self._ends[i]  # backfill plans with the GPUs free at the requeue
         job.planned_end = at
@@ -579,6 +583,16 @@ class Simulator:
         restart = job.restart
         assert restart is not None
         if restart.step == Restart.GRACE:
+            if self.now >= self._natural_finish(job):
+                self._void_restart(job)
+                self._note("restart void: the job finished in its grace step", str(job.id))
+                self._finish(job)
+                return
+            if restart.gpus is not None and self.cfg.restart_rules:
+                gpus = self._after_grace(job, restart.gpus)
+                if gpus is None:
+                    return
+                restart = Restart(step=Restart.GRACE, gpus=gpus)
             self._requeue(job)
             job.done = job.restart_done  # no progress in the grace step
             if self.cfg.requeue_s > 0:
@@ -651,6 +665,7 @@ class Simulator:
                 self._signal(job, None)
             else:
                 self._requeue(job)
+        self._restart_wants.clear()  # what this decision asks of jobs in their grace step
         for r in sorted(d.resizes, key=lambda r: (r.gpus - self._gpus_of(r.job_id), r.job_id)):
             self._resize(r.job_id, r.gpus)
         for old in self._ranked:
@@ -701,6 +716,8 @@ class Simulator:
             return
         if job.restart is not None:
             self._note("resize of a job already restarting", str(job_id))
+            if self.cfg.restart_rules and job.restart.step == Restart.GRACE:
+                self._restart_wants[job] = gpus
             return
         new = self._clamp(job, gpus, "resize")
         if new is None or new == job.gpus:
@@ -744,6 +761,59 @@ class Simulator:
                 return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
                         else "finishes within the restart delay (or no prediction)")
         return ""
+
+    def _natural_finish(self, job: SimJob) -> float:
+        """When the running `job` completes if nothing stops it."""
+        left = job.total - job.done
+        return job.progress_from + (left / job.rate if left > 0 and job.rate > 0 else 0.0)
+
+    def _void_restart(self, job: SimJob) -> None:
+        """A restart in its grace step that does not happen after all: no longer counted."""
+        restart = job.restart
+        assert restart is not None
+        if self.cfg.restart_rules and (log := self._restart_log.get(job.id)):
+            log.pop()
+        if restart.gpus is None:
+            self.preemptions -= 1
+        else:
+            self.resizes -= 1
+        job.restart = None
+
+    def _after_grace(self, job: SimJob, signalled: int) -> int | None:
+        """A resize at the end of its grace step, judged again as the daemon does then (the
+        GPUs or the gain may have gone): the count the policy asks for now if that passes the
+        rules, else the signalled one if that still does; None when neither does, and then
+        the restart is dropped: the job runs on, with the steps it made meanwhile (it only
+        checkpointed)."""
+        log = self._restart_log.get(job.id)
+        if log:
+            log.pop()  # this restart: judged again as if not made
+        want = self._restart_wants.pop(job, None)
+        reasons: list[str] = []
+        for gpus in ([want] if want is not None and want != signalled else []) + [signalled]:
+            new = self._clamp(job, gpus, "resize")
+            if new is None or new == job.gpus:
+                reasons.append("already at that count")
+                continue
+            self.cluster.give(job.alloc)
+            fits = self.cluster.place(new) is not None
+            self.cluster.take(job.alloc)
+            why = self._refused(job, new) if fits else "does not fit"
+            if not why:
+                self._restarted(job)
+                return new
+            reasons.append(why)
+        self._note(f"resize dropped after the signal: {reasons[0]}", f"{job.id} -> {signalled}")
+        self.resizes -= 1  # not made (the cap's log lost it above)
+        job.restart = None
+        i = bisect_left(self._ends, (job.planned_end, job.seq))
+        del self._ends[i]
+        job.planned_end = job.run_start + job.limit_at(job.gpus)
+        insort(self._ends, (job.planned_end, job.seq, job))
+        job.version += 1
+        self._events.push(self.now, max(self.now, self._natural_finish(job)), FINISH, job,
+                          job.version)
+        return None
 
     def _restarted(self, job: SimJob) -> None:
         """A restart made: counted against the hourly cap (only one that happened counts: a

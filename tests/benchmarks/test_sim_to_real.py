@@ -1,0 +1,102 @@
+"""benchmarks/sim_to_real.py's pure parts for an elastic replay: the workload in steps, the
+parser of a job's log, and the job itself (sim_to_real_job.py) run as a process: its rate at
+its GPU count, the checkpoint on SIGUSR1 and the resume from it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from benchmarks.sim_to_real import (  # noqa: E402
+    GPUS_PER_NODE,
+    JOB,
+    compressed_workload,
+    job_runs,
+    step_rate,
+)
+
+
+def test_job_runs_reads_each_start_and_the_end() -> None:
+    log = ("start n=0 gpus=1 restart=0 t=10.5\n"
+           "checkpoint n=40 t=14.0\n"
+           "start n=40 gpus=4 restart=1 t=19.25\n"
+           "garbage line t=\n"
+           "done n=100 t=25.0\n")
+    assert job_runs(log) == (((10.5, 1), (19.25, 4)), 25.0)
+
+
+def test_job_runs_of_a_job_that_did_not_finish_has_no_end() -> None:
+    assert job_runs("start n=0 gpus=2 restart=0 t=1.0\ncheckpoint n=3 t=2.0\n") == (
+        ((1.0, 2),), None)
+    assert job_runs("") == ((), None)
+
+
+def test_the_elastic_workload_is_the_same_work_in_steps() -> None:
+    rigid = compressed_workload("itp-deadline-cluster10.csv", 100, 30, 12.0, 4, 45, 2.0)
+    stepped = compressed_workload("itp-deadline-cluster10.csv", 100, 30, 12.0, 4, 45, 2.0,
+                                  elastic_every=2)
+    assert [j.steps for j in rigid] == [None] * len(rigid)
+    assert not any(j.elastic for j in rigid)
+    for i, (r, s) in enumerate(zip(rigid, stepped, strict=True)):
+        assert (s.name, s.submit_offset) == (r.name, r.submit_offset)
+        assert s.steps == round(r.seconds * step_rate(r.gpus))
+        assert s.elastic == (i % 2 == 0 and r.gpus <= GPUS_PER_NODE)
+        if s.elastic:
+            # Starts at half its GPUs (at least 1) and may grow to a node's.
+            assert (s.gpus, s.gpus_max) == (max(1, r.gpus // 2), GPUS_PER_NODE)
+        else:
+            assert (s.gpus, s.gpus_max) == (r.gpus, None)
+        # Its seconds are its run at the count it starts at.
+        assert s.seconds == round(s.steps / step_rate(s.gpus))
+    assert any(s.elastic for s in stepped) and not all(s.elastic for s in stepped)
+
+
+def _job(folder: Path, steps: int, gpus: str) -> subprocess.Popen[bytes]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+    env["CUDA_VISIBLE_DEVICES"] = gpus
+    return subprocess.Popen([sys.executable, str(JOB), "--dir", str(folder), "--steps",
+                             str(steps), "--rates", "100,200,300,400"], env=env)
+
+
+def test_the_job_runs_at_the_rate_of_its_gpus(tmp_path: Path) -> None:
+    began = time.time()
+    assert _job(tmp_path, 100, "0,1").wait(timeout=30) == 0  # 200 steps/s: 0.5 s
+    runs, end = job_runs((tmp_path / "log").read_text())
+    assert [g for _, g in runs] == [2] and end is not None
+    assert 0.45 <= end - runs[0][0] <= 1.5
+    assert began <= runs[0][0] <= end <= time.time()
+
+
+def test_the_job_checkpoints_on_sigusr1_and_goes_on_from_there(tmp_path: Path) -> None:
+    p = _job(tmp_path, 1000, "0")  # 100 steps/s: 10 s
+    log = tmp_path / "log"
+    for _ in range(100):
+        if log.is_file() and log.read_text().startswith("start"):
+            break
+        time.sleep(0.05)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGUSR1)
+    for _ in range(100):
+        if "checkpoint" in log.read_text():
+            break
+        time.sleep(0.05)
+    p.kill()  # a requeue: what it did after the checkpoint is lost
+    p.wait(timeout=30)
+    saved = int((tmp_path / "ck").read_text())
+    assert 50 <= saved <= 400
+    began = time.time()
+    assert _job(tmp_path, saved + 100, "0,1,2,3").wait(timeout=30) == 0  # 100 left at 400/s
+    text = log.read_text()
+    runs, end = job_runs(text)
+    assert [g for _, g in runs] == [1, 4] and end is not None
+    assert f"start n={saved} gpus=4 restart=0" in text
+    assert f"done n={saved + 100}" in text
+    assert end - runs[1][0] == pytest.approx(0.25, abs=0.5)
+    assert runs[1][0] >= began
