@@ -70,6 +70,12 @@ RELEASE_S = 0.015
 """Time from slurmctld's "_job_complete ... done" line to the job's resources being free: the
 REQUEST_TERMINATE_JOB round trip to slurmd (15 ms at debug2 level on the test cluster). A main
 scheduler run 4 ms after a completion did not see that job's node free."""
+WILL_RUN_WINDOW_S = 30.0
+"""select/cons_tres's will-run test in Slurm 22.05 (`time_window = 30` in _will_run_test):
+with 5-minute limits all running jobs ending within half a minute count as one batch, so
+slurmctld planned a 4-GPU job on the node its choice rules pick among those freed by the
+batch, at the batch's last end, not on the node that frees up first (replayed in
+docs/sim-to-real.md)."""
 TIME_LIMIT_MIN = 5
 MODEL, BATCH = "resnet50", 64
 """An elastic replay's jobs claim this model and batch size (`--rl-model`, `--rl-batch-size`):
@@ -90,6 +96,8 @@ def compressed_workload(trace: str, start: int, count: int, median_s: float, min
     path = resources.files("slurm_rl") / "data" / "traces" / trace
     with path.open() as fh:
         rows = sorted(csv.DictReader(fh), key=lambda r: int(r["submission_time"]))
+    if not 0 <= start < len(rows) or count < 1:
+        raise SystemExit(f"--start {start} --count {count}: {trace} has {len(rows)} jobs")
     rows = rows[start:start + count]
     durations = sorted(int(r["duration"]) for r in rows)
     scale = median_s / durations[len(durations) // 2]
@@ -279,8 +287,11 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
     real = []
     for i, (j, jid, deadline, at) in enumerate(submitted):
         runs: tuple[tuple[float, int], ...] = ()
+        waits: tuple[float, ...] = ()
         if j.steps is not None:
-            runs, finished = job_runs((workdir / str(i) / "log").read_text())
+            text = (workdir / str(i) / "log").read_text()
+            runs, finished = job_runs(text)
+            waits = signal_waits(text, restarts.grace_s if restarts else 0.0)
             if not runs or finished is None:
                 raise SystemExit(f"job {jid}: its log has no start or no end; see {workdir}")
             start, end = runs[0][0], finished
@@ -306,7 +317,7 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
                             deadline=deadline, nodes=rows[jid][4], slurm_start=slurm_start,
                             payload=(start, end), runs=runs,
                             resizes=kinds.count("requeue_hold"),
-                            preemptions=kinds.count("preempt_requeue")))
+                            preemptions=kinds.count("preempt_requeue"), waits=waits))
     bf = None
     if lines:
         bf = slurm_timing(lines, real, t0 - 5.0, max(r.end for r in real) + 5.0)
@@ -325,6 +336,27 @@ def job_runs(text: str) -> tuple[tuple[tuple[float, int], ...], float | None]:
         elif line.startswith("done ") and "t" in fields:
             end = float(fields["t"])
     return tuple(runs), end
+
+
+def signal_waits(text: str, grace_s: float = 0.0) -> tuple[float, ...]:
+    """From an elastic replay job's log: per restart, the time from its checkpoint on the
+    daemon's signal to its next start. The signal that led to the restart is the last
+    checkpoint at least `grace_s` before that start: a signal whose restart was dropped is
+    followed by another, and a second signal within the grace is not the one it waited for."""
+    waits: list[float] = []
+    checkpoints: list[float] = []
+    for line in text.splitlines():
+        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
+        if "t" not in fields:
+            continue
+        if line.startswith("checkpoint "):
+            checkpoints.append(float(fields["t"]))
+        elif line.startswith("start ") and checkpoints:
+            t = float(fields["t"])
+            ok = [c for c in checkpoints if c <= t - grace_s] or checkpoints[:1]
+            waits.append(round(t - ok[-1], 3))
+            checkpoints = []
+    return tuple(waits)
 
 
 def _restarts_done(db: Path) -> dict[str, list[str]]:
@@ -362,6 +394,9 @@ class SimModel:
     latency."""
     release_s: float = RELEASE_S
     """GPUs stay held this long after slurmctld logs a completion."""
+    will_run_window_s: float = WILL_RUN_WINDOW_S
+    """Backfill plans a blocked job as slurmctld's will-run test does: running jobs free
+    their GPUs in batches (`EngineConfig.will_run_window_s`); 0: each at its own end."""
 
 
 def _trace_job(r: RealJob, t0: float, model: SimModel, launch_s: float) -> TraceJob:
@@ -388,9 +423,11 @@ def _trace_job(r: RealJob, t0: float, model: SimModel, launch_s: float) -> Trace
 
 def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
             slurm: SlurmTiming | None, model: SimModel, restarts: Restarts | None = None
-            ) -> tuple[SimOut, tuple[int, int]]:
-    """The simulated replay: each job's start, end and first nodes, and the resizes and
-    preemptions the simulated daemon carried out."""
+            ) -> tuple[SimOut, tuple[int, int], dict[str, tuple[float, ...]]]:
+    """The simulated replay: each job's start, end and first nodes, the resizes and
+    preemptions the simulated daemon carried out, and per job the time from each restart's
+    signal to the next run (a run's end is its grace's end: the signal was sim_grace_s
+    before)."""
     from slurm_rl import policies
 
     t0 = min(r.submit for r in real)
@@ -406,6 +443,7 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
                        decide_on_events=False, conservative=model.conservative,
                        placement=model.placement, cpus_per_node=CPUS_PER_NODE,
                        tick_phase_s=None if use is None else (use.phase_s - t0) % 1.0,
+                       tick_times_s=() if use is None else tuple(t - t0 for t in use.starts),
                        decision_delay_s=0.0 if use is None else use.delay_s,
                        bf_interval_s=0.0 if bf is None else bf.period_s,
                        bf_phase_s=0.0 if bf is None else (bf.anchor_s - t0) % bf.period_s,
@@ -414,7 +452,8 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
                        bf_times_s=rel(bf), sched_times_s=rel(main),
                        launch_delay_s=0.0 if model.measured_durations or not slurm
                        else slurm.launch_s or 0.0,
-                       time_limit=TimeLimitEstimate(fixed_s=TIME_LIMIT_MIN * 60.0))
+                       time_limit=TimeLimitEstimate(fixed_s=TIME_LIMIT_MIN * 60.0),
+                       will_run_window_s=model.will_run_window_s, clock_origin_s=t0)
     if restarts is not None:
         cfg = dataclasses.replace(
             cfg, launch_delay_s=0.0, restart_rules=True,
@@ -422,11 +461,18 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
             requeue_s=restarts.requeue_s, restart_delay_s=restarts.restore_s)
     result = Simulator(trace, policies.make(policy), cfg).run()
     first: dict[str, str] = {}
-    for iv in result.intervals:
+    ends: dict[str, float] = {}
+    waits: dict[str, list[float]] = {}
+    grace = restarts.sim_grace_s if restarts is not None else 0.0
+    for iv in sorted(result.intervals, key=lambda iv: iv.start):
         first.setdefault(iv.job_id, _nodelist(iv.nodes))
+        if iv.job_id in ends:
+            waits.setdefault(iv.job_id, []).append(round(iv.start - ends[iv.job_id] + grace, 3))
+        ends[iv.job_id] = iv.end
     # The simulated job holds its GPUs until the release; it completed release_s before.
     return ({j.job_id: (j.start + t0, j.end + t0 - model.release_s, first.get(j.job_id, ""))
-             for j in result.jobs}, (result.resizes, result.preemptions))
+             for j in result.jobs}, (result.resizes, result.preemptions),
+            {k: tuple(v) for k, v in waits.items()})
 
 
 def saved_restarts(path: Path) -> Restarts | None:
@@ -435,6 +481,10 @@ def saved_restarts(path: Path) -> Restarts | None:
         if isinstance(data, dict) and data.get("restarts"):
             return Restarts(**data["restarts"])
     return None
+
+
+def _mean_s(values: list[float]) -> str:
+    return f"{sum(values) / len(values):.1f} s" if values else "-"
 
 
 def _nodelist(nodes: tuple[str, ...]) -> str:
@@ -473,6 +523,10 @@ def main() -> None:
     ap.add_argument("--release-s", type=float, default=RELEASE_S,
                     help="how long GPUs stay held after slurmctld logs a completion "
                     "(default %(default)s)")
+    ap.add_argument("--will-run-window", type=float, default=WILL_RUN_WINDOW_S,
+                    metavar="S", help="the window of slurmctld's will-run batches (default "
+                    "%(default)s, Slurm 22.05's; 0: every running job frees its GPUs at its "
+                    "own end)")
     ap.add_argument("--elastic-every", type=int, default=0, metavar="K",
                     help="an elastic replay: every job works in steps at its GPUs' profiled "
                     "rate, every K-th is --rl-elastic, and the daemon resizes and preempts "
@@ -504,7 +558,8 @@ def main() -> None:
     model = SimModel(placement=args.placement,
                      conservative=not args.easy, daemon_timing=not args.no_daemon_timing,
                      slurm_timing=not args.no_slurm_timing,
-                     measured_durations=not args.nominal_durations, release_s=args.release_s)
+                     measured_durations=not args.nominal_durations, release_s=args.release_s,
+                     will_run_window_s=args.will_run_window)
     restarts = (Restarts(grace_s=args.grace, sim_grace_s=args.sim_grace,
                          requeue_s=args.requeue_s, restore_s=args.restore_s)
                 if args.elastic_every > 0 else None)
@@ -529,11 +584,15 @@ def main() -> None:
             todo.append((policy, real, timing, bf))
     results, raw = {}, {}
     counts: dict[str, tuple[int, int, int, int]] = {}
+    gaps: dict[str, tuple[list[float], list[float]]] = {}
     for policy, real, timing, bf in todo:
-        sim, (sim_resizes, sim_preempts) = run_sim(real, policy, timing, bf, model, restarts)
+        sim, (sim_resizes, sim_preempts), sim_waits = run_sim(real, policy, timing, bf, model,
+                                                              restarts)
         results[policy] = compare(real, sim)
         counts[policy] = (sum(r.resizes for r in real), sim_resizes,
                           sum(r.preemptions for r in real), sim_preempts)
+        gaps[policy] = ([w for r in real for w in r.waits],
+                        [w for ws in sim_waits.values() for w in ws])
         raw[policy] = {"daemon": asdict(timing) if timing else None,
                        "slurm": asdict(bf) if bf else None,
                        "restarts": asdict(restarts) if restarts else None,
@@ -543,7 +602,8 @@ def main() -> None:
              "submit": r.submit, "deadline": r.deadline,
              "real_start": r.start, "real_end": r.end, "real_nodes": r.nodes,
              "slurm_start": r.slurm_start, "payload": r.payload, "runs": r.runs,
-             "resizes": r.resizes, "preemptions": r.preemptions,
+             "resizes": r.resizes, "preemptions": r.preemptions, "waits": r.waits,
+             "sim_waits": sim_waits.get(r.job_id, ()),
              "sim_start": sim[r.job_id][0], "sim_end": sim[r.job_id][1],
              "sim_nodes": sim[r.job_id][2]}
             for r in real]}
@@ -551,16 +611,18 @@ def main() -> None:
         args.raw.write_text(json.dumps(raw, indent=1))
         print(f"wrote {args.raw} (every job's real and simulated times)")
     lines = ["| policy | jobs | Kendall τ-b (start) | mean JCT error | p90 JCT error "
-             "| same first nodes | mean real JCT |" + (" resizes real/sim | preemptions real/sim |"
-                                                     if restarts else ""),
-             "|---|---|---|---|---|---|---|" + ("---|---|" if restarts else "")]
+             "| same first nodes | mean real JCT |" + (
+                 " resizes real/sim | preemptions real/sim | signal to running again, "
+                 "mean real/sim |" if restarts else ""),
+             "|---|---|---|---|---|---|---|" + ("---|---|---|" if restarts else "")]
     for p, r in results.items():
         row = (f"| {p} | {r['jobs']} | {r['kendall_tau_b']:.3f} | "
                f"{100 * r['mean_jct_error']:.1f} % | {100 * r['p90_jct_error']:.1f} % "
                f"| {r['same_first_nodes']} | {r['mean_real_jct_s']:.0f} s |")
         if restarts:
             c = counts[p]
-            row += f" {c[0]} / {c[1]} | {c[2]} / {c[3]} |"
+            row += f" {c[0]} / {c[1]} | {c[2]} / {c[3]} | {_mean_s(gaps[p][0])} / " \
+                   f"{_mean_s(gaps[p][1])} |"
         lines.append(row)
     print("\n".join(lines), flush=True)
     if args.out:

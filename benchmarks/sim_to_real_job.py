@@ -12,8 +12,10 @@ to FOLDER/ck (a temporary file and a rename); at start it goes on from there. St
 the last checkpoint are lost at a requeue. Each run appends lines to FOLDER/log:
 `start n=N gpus=G restart=K t=T`, `checkpoint n=N t=T`, `done n=N t=T`. Its progress goes into
 the job's comment (`slurm_rl.progress.report_progress`, at start and every `--report-s`
-seconds: 1 s, one daemon cycle), so the daemon predicts from the rate it measures, as the
-simulator's policy sees it. Plain Python and the package; no torch.
+seconds: 1 s, one daemon cycle) with its rate, as a training loop reports its throughput: the
+daemon predicts from the rate the simulator's policy sees. (Left to the reporter, a rate
+measured from whole steps per second reads 6 or 7 for 6.84, and a deadline policy's admission
+flips on that.) Plain Python and the package; no torch.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def main() -> int:
     while (n := steps_now()) < args.steps:
         now = time.time()
         if now >= next_report:
-            report_progress(n, steps_total=args.steps, min_interval_s=args.report_s / 2)
+            report_progress(n, steps_total=args.steps, rate=rate,
+                            min_interval_s=args.report_s / 2)
             next_report = now + args.report_s
         finish_at = began + (args.steps - done0) / rate
         time.sleep(max(0.001, min(0.5, finish_at - now, next_report - now)))

@@ -59,16 +59,20 @@ class RealJob:
     resizes: int = 0
     preemptions: int = 0
     """Restarts the daemon carried out on this job (its requeues DONE in the action log)."""
+    waits: tuple[float, ...] = ()
+    """Per restart: from the job's checkpoint on the signal to its next start (its stamps)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class DaemonTiming:
     """When the real daemon's cycles ran, from its log: the phase of its fixed-rate 1 s cycle
-    (epoch seconds mod 1) and its median poll-to-act time over cycles that changed something."""
+    (epoch seconds mod 1), its median poll-to-act time over cycles that changed something, and
+    each cycle's start (epoch seconds; the phase moves whenever a cycle overruns)."""
 
     phase_s: float
     delay_s: float
     cycles: int
+    starts: tuple[float, ...] = ()
 
 
 _CYCLE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO cycle \d+: .*"
@@ -93,7 +97,7 @@ def daemon_timing(log: Path) -> DaemonTiming | None:
     phases = sorted(t % 1.0 for t in starts)
     return DaemonTiming(phase_s=round(statistics.median(phases), 3),
                         delay_s=round(statistics.median(delays or [0.0]), 3),
-                        cycles=len(starts))
+                        cycles=len(starts), starts=tuple(round(t, 3) for t in starts))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -228,8 +232,9 @@ def load_raw(path: Path
     out = {}
     for policy, data in json.loads(path.read_text()).items():
         rows = data["jobs"] if isinstance(data, dict) else data  # older files: a bare list
-        timing = (DaemonTiming(**data["daemon"]) if isinstance(data, dict) and data["daemon"]
-                  else None)
+        timing = (DaemonTiming(**{**data["daemon"],
+                                  "starts": tuple(data["daemon"].get("starts", ()))})
+                  if isinstance(data, dict) and data["daemon"] else None)
         st = data.get("slurm") if isinstance(data, dict) else None
         bf = (SlurmTiming(backfill=_load_cycle(st["backfill"]), main=_load_cycle(st["main"]),
                           launch_s=st.get("launch_s")) if st else None)
@@ -245,6 +250,7 @@ def load_raw(path: Path
                                 payload=tuple(r["payload"]) if r.get("payload") else None,
                                 runs=tuple((float(a), int(g)) for a, g in r.get("runs", ())),
                                 resizes=r.get("resizes", 0),
-                                preemptions=r.get("preemptions", 0))
+                                preemptions=r.get("preemptions", 0),
+                                waits=tuple(float(w) for w in r.get("waits", ())))
                         for r in rows], timing, bf)
     return out

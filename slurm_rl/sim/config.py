@@ -141,6 +141,10 @@ class EngineConfig:
     tick_phase_s: float | None = None
     """Put ticks on a fixed grid, tick_phase_s + k x tick_s (trace seconds), as the daemon's
     fixed-rate cycle falls. None: a tick comes tick_s after the decision or event before it."""
+    tick_times_s: tuple[float, ...] = ()
+    """Explicit tick instants (trace seconds, ascending), e.g. the daemon's cycles read from
+    its log (a fixed-rate cycle moves its phase whenever one cycle overruns); the grid or
+    tick_s takes over after the last one."""
     decision_delay_s: float = 0.0
     """Time from the snapshot a decision is made on to the moment Slurm has it (the daemon's
     poll + decide + act). Jobs may start, end or arrive in between; entries that no longer
@@ -212,6 +216,15 @@ class EngineConfig:
     """The main scheduler's cycle (with bf_interval_s > 0); 0: at every event."""
     sched_phase_s: float = 0.0
     """Where the main scheduler's cycles fall (trace seconds, modulo sched_interval_s)."""
+    will_run_window_s: float = 0.0
+    """With conservative backfill: plan a job that cannot start now as slurmctld's will-run
+    test does, freeing running jobs in batches (from the first end rounded up to a multiple of
+    this window, all that end within it; the window doubling each batch) and starting the job
+    at the last end of the batch that makes it fit (`conservative.will_run_batches`). 30 in
+    Slurm 22.05; 0 (the default): each running job frees its GPUs at its own end."""
+    clock_origin_s: float = 0.0
+    """Epoch time of trace second 0, for what slurmctld counts on the wall clock: whole-second
+    job end times and the alignment of the will-run windows."""
     bf_times_s: tuple[float, ...] = ()
     sched_times_s: tuple[float, ...] = ()
     """Explicit cycle instants (trace seconds, ascending), e.g. read from a real slurmctld's
@@ -235,9 +248,11 @@ class EngineConfig:
                              f"{self.max_restarts_per_hour}")
         if self.tick_s < 0 or self.restart_delay_s < 0 or self.bf_max_job_test < 0:
             raise ValueError("tick_s, restart_delay_s and bf_max_job_test must be >= 0")
-        for name in ("restart_delay_s", "restart_grace_s", "requeue_s"):
+        for name in ("restart_delay_s", "restart_grace_s", "requeue_s", "will_run_window_s"):
             if not 0 <= getattr(self, name) < math.inf:
                 raise ValueError(f"{name} must be >= 0 and finite, got {getattr(self, name)}")
+        if not math.isfinite(self.clock_origin_s):
+            raise ValueError(f"clock_origin_s must be finite, got {self.clock_origin_s}")
         if not 0 <= self.launch_delay_s < math.inf:
             raise ValueError(f"launch_delay_s must be >= 0, got {self.launch_delay_s}")
         if not 0 <= self.decision_delay_s < math.inf:
@@ -246,7 +261,9 @@ class EngineConfig:
             raise ValueError("tick_phase_s needs tick_s > 0")
         if not (0 <= self.bf_interval_s < math.inf and 0 <= self.sched_interval_s < math.inf):
             raise ValueError("bf_interval_s and sched_interval_s must be >= 0")
-        for name in ("bf_times_s", "sched_times_s"):
+        if self.tick_times_s and self.tick_s <= 0:
+            raise ValueError("tick_times_s needs tick_s > 0 (the ticks after the last instant)")
+        for name in ("bf_times_s", "sched_times_s", "tick_times_s"):
             times = tuple(float(t) for t in getattr(self, name))
             if list(times) != sorted(times):
                 raise ValueError(f"{name} must be ascending")

@@ -34,14 +34,23 @@ _RESERVED = -1
 class _BackfillMap:
     """slurmctld's backfill map (module docstring): free GPUs and jobs per node over time."""
 
-    def __init__(self, now: float, cluster: Cluster, ends: Ends) -> None:
+    def __init__(self, now: float, cluster: Cluster, ends: Ends, window_s: float = 0.0,
+                 origin_s: float = 0.0) -> None:
         self.cluster = cluster
+        self.now = now
+        self.window_s = window_s
+        self.origin_s = origin_s
+        self._ends = ends
+        self._planned: list[tuple[float, float, Alloc]] = []
+        self._build()
+
+    def _build(self) -> None:
+        """The map from the running jobs alone (each freeing its GPUs at its release)."""
+        now, cluster = self.now, self.cluster
         self.times: list[float] = [now]
         self.free: list[list[int]] = [list(cluster.free)]
         self.jobs: list[list[int]] = [list(cluster.jobs_on)]
-        for end, _seq, job in ends:
-            # A job past its limit is planned as ending just after now (its GPUs are busy now).
-            t = max(now + 1e-6, end)
+        for t, job in self._releases():
             if t > self.times[-1]:
                 self.times.append(t)
                 self.free.append(list(self.free[-1]))
@@ -49,6 +58,21 @@ class _BackfillMap:
             for node, g in job.alloc:
                 self.free[-1][node] += g
                 self.jobs[-1][node] -= 1
+
+    def _releases(self) -> list[tuple[float, SimJob]]:
+        """When each running job's GPUs count as free, in order. A job past its limit is
+        planned as ending just after now (its GPUs are busy now). Without a window, at its own
+        end; with one, in slurmctld's batches (`will_run_batches`)."""
+        after = self.now + 1e-6
+        if self.window_s <= 0:
+            return [(max(after, end), job) for end, _seq, job in self._ends]
+        jobs = [job for _end, _seq, job in self._ends]
+        ends = [math.floor(end + self.origin_s) for end, _seq, _job in self._ends]
+        out: list[tuple[float, SimJob]] = []
+        for lo, hi in will_run_batches(ends, self.window_s):
+            t = max(after, ends[hi - 1] - self.origin_s)
+            out.extend((t, job) for job in jobs[lo:hi])
+        return out
 
     def _split_at(self, t: float) -> int:
         """Index of the interval starting exactly at t (inserting a breakpoint if needed)."""
@@ -81,7 +105,18 @@ class _BackfillMap:
 
     def reserve(self, k: int, duration: float, alloc: Alloc, *, started: bool) -> None:
         """Write a job into the map from interval k for `duration`: a job started now holds
-        its GPUs (and a CPU per node); a planned one holds its whole nodes."""
+        its GPUs (and a CPU per node); a planned one holds its whole nodes. With a window, a
+        job started now is one more running job in the batches: the map is built again."""
+        if started and self.window_s > 0:
+            self._build()
+            for start, length, nodes in self._planned:
+                self._hold(self._split_at(start), length, nodes, started=False)
+            return
+        if not started:
+            self._planned.append((self.times[k], duration, alloc))
+        self._hold(k, duration, alloc, started=started)
+
+    def _hold(self, k: int, duration: float, alloc: Alloc, *, started: bool) -> None:
         start = self.times[k]
         end = start + duration
         if math.isfinite(end):
@@ -99,19 +134,49 @@ class _BackfillMap:
             j += 1
 
 
+def will_run_batches(ends: list[int], window_s: float) -> list[tuple[int, int]]:
+    """slurmctld's will-run test (select/cons_tres, used by backfill for a job that cannot
+    start now) frees running jobs in batches, not one at a time: the first end rounded up to
+    the next multiple of the window (on the epoch clock) is an anchor; a batch takes every job
+    that ends within anchor + window, then the window doubles (until the next job falls
+    inside it). A job planned there starts at the LAST end of the batch that made it fit, on
+    the nodes free after the whole batch, so a node that frees up early inside a batch is no
+    earlier than the others. `ends`: whole epoch seconds, ascending; returns [lo, hi) index
+    ranges of the batches."""
+    out: list[tuple[int, int]] = []
+    n = len(ends)
+    if n == 0:
+        return out
+    window = window_s
+    anchor = ends[0] + (window - ends[0] % window)
+    i = 0
+    while i < n:
+        lo = i
+        i += 1
+        while i < n and ends[i] <= anchor + window:
+            i += 1
+        out.append((lo, i))
+        window *= 2
+        while i < n and ends[i] > anchor + window:
+            window *= 2
+    return out
+
+
 def schedule(now: float, queue: Iterable[SimJob], cluster: Cluster, ends: Ends,
-             start: Callable[[SimJob, Alloc], None], *, max_test: int) -> None:
+             start: Callable[[SimJob, Alloc], None], *, max_test: int, window_s: float = 0.0,
+             origin_s: float = 0.0) -> None:
     """Start what can start now; plan every other tested job so that no lower one delays it.
 
     `queue` yields pending jobs in priority order; `start` takes the GPUs and marks the job
-    running."""
+    running. `window_s` > 0: running jobs free their GPUs in slurmctld's will-run batches
+    (`will_run_batches`), with `origin_s` the epoch time of trace second 0."""
     if cluster.free_total == 0:
         return
     rest = iter(queue)
     top = main_pass(rest, cluster, start)
     if top is None:
         return
-    profile = _BackfillMap(now, cluster, ends)
+    profile = _BackfillMap(now, cluster, ends, window_s, origin_s)
     tested = 0
     for job in itertools.chain((top,), rest):
         g = job.gpus

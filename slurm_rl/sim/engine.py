@@ -350,7 +350,8 @@ class Simulator:
                     events.arm(now, MAIN, next_cycle(now, cfg.sched_times_s, cfg.sched_phase_s,
                                                      cfg.sched_interval_s))
         if cfg.tick_s > 0 and not events.armed(TICK) and self._active:
-            events.arm(now, TICK, next_tick(now, cfg.tick_s, cfg.tick_phase_s))
+            events.arm(now, TICK,
+                       next_tick(now, cfg.tick_s, cfg.tick_phase_s, cfg.tick_times_s))
         if cfg.audit:
             self.audit()
         # (with a cadence, the next cycle starts one; a job in a requeue step comes back)
@@ -415,7 +416,8 @@ class Simulator:
         else:
             self._apply(decision)
         if cfg.tick_s > 0 and self._active:
-            self._events.arm(now, TICK, next_tick(now, cfg.tick_s, cfg.tick_phase_s))
+            self._events.arm(now, TICK,
+                             next_tick(now, cfg.tick_s, cfg.tick_phase_s, cfg.tick_times_s))
 
     # -- scheduling -----------------------------------------------------------------------
 
@@ -443,7 +445,9 @@ class Simulator:
             backfill.main_pass(self._priority_order(), self.cluster, start)
         elif self.cfg.backfill and self.cfg.conservative:
             conservative.schedule(self.now, self._priority_order(), self.cluster, self._ends,
-                                  start, max_test=self.cfg.bf_max_job_test)
+                                  start, max_test=self.cfg.bf_max_job_test,
+                                  window_s=self.cfg.will_run_window_s,
+                                  origin_s=self.cfg.clock_origin_s)
         else:
             backfill.schedule(self.now, self._priority_order(), self.cluster, self._ends,
                               start, backfill=self.cfg.backfill,

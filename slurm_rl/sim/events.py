@@ -68,8 +68,14 @@ class Events:
         return fired
 
 
-def next_tick(now: float, tick: float, phase: float | None) -> float:
-    """The next policy tick after now: `tick` on, or the next point of the fixed grid."""
+def next_tick(now: float, tick: float, phase: float | None, times: tuple[float, ...] = ()
+              ) -> float:
+    """The next policy tick after now: the next of the explicit instants while they last,
+    then `tick` on, or the next point of the fixed grid."""
+    if times:
+        i = bisect_right(times, now)
+        if i < len(times):
+            return times[i]
     return now + tick if phase is None else next_on_grid(now, phase, tick)
 
 

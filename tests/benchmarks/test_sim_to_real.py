@@ -19,6 +19,7 @@ from benchmarks.sim_to_real import (  # noqa: E402
     JOB,
     compressed_workload,
     job_runs,
+    signal_waits,
     step_rate,
 )
 
@@ -36,6 +37,21 @@ def test_job_runs_of_a_job_that_did_not_finish_has_no_end() -> None:
     assert job_runs("start n=0 gpus=2 restart=0 t=1.0\ncheckpoint n=3 t=2.0\n") == (
         ((1.0, 2),), None)
     assert job_runs("") == ((), None)
+
+
+def test_signal_waits_run_from_the_last_checkpoint_to_the_next_start() -> None:
+    log = ("start n=0 gpus=1 restart=0 t=10.0\n"
+           "checkpoint n=20 t=12.0\n"          # a resize dropped after the signal: runs on
+           "checkpoint n=40 t=15.5\n"
+           "start n=40 gpus=4 restart=1 t=20.25\n"
+           "checkpoint n=90 t=30.0\n"
+           "start n=90 gpus=2 restart=2 t=31.0\n"
+           "done n=100 t=33.0\n")
+    assert signal_waits(log) == (4.75, 1.0)
+    # A second signal within the grace (here 3 s) is not the one the restart waited for.
+    assert signal_waits(log.replace("checkpoint n=40 t=15.5", "checkpoint n=40 t=18.5"),
+                        grace_s=3.0) == (8.25, 1.0)
+    assert signal_waits("start n=0 gpus=1 restart=0 t=1.0\ndone n=5 t=2.0\n") == ()
 
 
 def test_the_elastic_workload_is_the_same_work_in_steps() -> None:
@@ -100,3 +116,24 @@ def test_the_job_checkpoints_on_sigusr1_and_goes_on_from_there(tmp_path: Path) -
     assert f"done n={saved + 100}" in text
     assert end - runs[1][0] == pytest.approx(0.25, abs=0.5)
     assert runs[1][0] >= began
+
+
+def test_the_daemons_cycles_are_read_with_each_start(tmp_path: Path) -> None:
+    from datetime import datetime
+
+    from benchmarks.sim_to_real_logs import daemon_timing
+    log = tmp_path / "daemon.log"
+    log.write_text(
+        "2026-12-07 02:58:35,239 INFO slurm-rl daemon: policy deadline\n"
+        "2026-12-07 02:58:35,909 INFO cycle 1: 50 jobs; made 0 job updates in 0 commands | "
+        "poll 0.046s total 0.656s\n"
+        "2026-12-07 02:58:36,330 INFO cycle 2: 53 jobs; made 3 job updates in 3 commands | "
+        "poll 0.040s total 0.083s\n"
+        "2026-12-07 02:58:37,900 INFO cycle 3: 53 jobs; made 1 job updates in 1 commands | "
+        "poll 0.040s total 0.100s\n")
+    t = daemon_timing(log)
+    assert t is not None
+    base = datetime.strptime("2026-12-07 02:58:35", "%Y-%m-%d %H:%M:%S").timestamp()
+    assert t.starts == pytest.approx((base + 0.253, base + 1.247, base + 2.8))
+    assert (t.cycles, t.delay_s) == (3, pytest.approx(0.0915, abs=1e-3))
+    assert t.phase_s == pytest.approx(round((base + 0.253) % 1.0, 3))

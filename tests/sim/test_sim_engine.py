@@ -283,6 +283,23 @@ def test_ticks_on_a_fixed_grid() -> None:
     assert times and all(abs(t % 1.0 - 0.3) < 1e-9 for t in times), times
 
 
+def test_ticks_at_explicit_instants_then_on_the_grid() -> None:
+    # The daemon's cycles as its log shows them: the phase moves from 0.3 to 0.7 at 2.7 (a
+    # cycle overran), and the grid of tick_phase_s takes over after the last instant.
+    policy = FakePolicy()
+    run([job("a", 0.2, 6, 4), job("b", 0.2, 6, 4)], policy, nodes=1, tick_s=1.0,
+        decide_on_events=False, tick_phase_s=0.7, tick_times_s=(0.3, 1.3, 2.7, 3.7))
+    times = [round(s.time, 6) for s in policy.seen]
+    assert times[:5] == [0.3, 1.3, 2.7, 3.7, 4.7], times
+
+
+@pytest.mark.parametrize("bad", [{"tick_times_s": (2.0, 1.0)},
+                                 {"tick_times_s": (1.0,), "tick_s": 0.0}])
+def test_tick_instants_ascend_and_need_a_tick(bad: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="tick_times_s"):
+        EngineConfig(nodes=1, gpus_per_node=1, **bad)  # type: ignore[arg-type]
+
+
 def test_decision_applied_after_the_delay() -> None:
     """X holds the only GPU until t=10; A and B wait. The policy ranks B first from t=9.4 on.
     Decided at the 9.5 tick, that reaches Slurm at 10.3 with a 0.8 s delay: A (submit order)
