@@ -280,7 +280,8 @@ class Daemon:
         dry, cycle_id = self.options.dry_run, seen.cycle_id
         notes = [] if dry else self.resizer.step(
             session, decision.resizes, snapshot, limits=admitted.limits,
-            assoc=admitted.assoc, cycle_id=cycle_id, decision_id=decision_id).notes()
+            assoc=admitted.assoc, cycle_id=cycle_id, decision_id=decision_id,
+            restarting=self.preempter.in_flight).notes()
         notes += [] if dry else self.preempter.step(
             session, decision.preemptions, snapshot, cycle_id=cycle_id,
             decision_id=decision_id).notes()

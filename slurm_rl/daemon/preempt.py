@@ -28,7 +28,8 @@ from sqlalchemy.orm import Session
 from slurm_rl.config import ResizeConfig
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView, Preempt
 from slurm_rl.daemon.actuator import SAFE_ID
-from slurm_rl.daemon.restart import Sequencer, recent_restarts, recent_signals
+from slurm_rl.daemon.resize import RESIZE_UNDER_WAY, Resizer
+from slurm_rl.daemon.restart import recent_restarts, recent_signals
 from slurm_rl.db.kinds import ActionKind
 from slurm_rl.policies.restart_gate import HOUR_S
 
@@ -106,9 +107,11 @@ class PreemptReport:
 
 class Preempter:
     """Carries preemptions across cycles (in memory; the action log makes them crash-safe),
-    with the commands and recovery of the daemon's one Sequencer (the Resizer)."""
+    with the commands and recovery of the daemon's one Sequencer (the Resizer). A job a resize
+    has signalled is not signalled again for a preemption, nor the other way round (the
+    Resizer is told `restarting`): each restart's signal is followed by that restart alone."""
 
-    def __init__(self, seq: Sequencer, *, enabled: bool = True) -> None:
+    def __init__(self, seq: Resizer, *, enabled: bool = True) -> None:
         self.seq = seq
         self.enabled = enabled
         self.in_flight: dict[JobId, float] = {}
@@ -145,6 +148,9 @@ class Preempter:
                    if s.grace_s > 0 else {})
         fresh = []
         for job_id in sorted(wanted):
+            if job_id in self.seq.in_flight:
+                skipped.append((job_id, RESIZE_UNDER_WAY))
+                continue
             why = judge(jobs.get(job_id), settings=s, recent=recent.get(job_id, 0),
                         check_slurm=False)
             if not why and signals.get(job_id, 0) >= s.max_per_hour:

@@ -31,7 +31,7 @@ restart.py.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -152,6 +152,10 @@ class ResizeReport:
         return out
 
 
+PREEMPTION_UNDER_WAY = "a preemption of it is under way (signalled, in its grace period)"
+RESIZE_UNDER_WAY = "a resize of it is under way (signalled, in its grace period)"
+
+
 class Resizer(Sequencer):
     """Carries resizes across cycles (in memory; the action log makes them crash-safe). Its
     Sequencer (the commands, recovery) is shared with the daemon's Preempter."""
@@ -162,8 +166,11 @@ class Resizer(Sequencer):
 
     def step(self, session: Session, resizes: Sequence[Resize], snapshot: ClusterSnapshot, *,
              limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
-             cycle_id: int, decision_id: int | None) -> ResizeReport:
-        """Advance every resize by what this cycle allows; returns what happened."""
+             cycle_id: int, decision_id: int | None, restarting: Collection[JobId] = ()
+             ) -> ResizeReport:
+        """Advance every resize by what this cycle allows; returns what happened.
+        `restarting`: jobs a preemption has signalled and will requeue (not signalled again
+        for a resize: the job restarts once, for the preemption)."""
         if not (resizes or self.in_flight or self.recover_due):
             return ResizeReport()  # the usual cycle: nothing to look at
         s = self.settings
@@ -212,6 +219,9 @@ class Resizer(Sequencer):
         signals = (recent_signals(session, list(wanted), since=now - HOUR_S)
                    if s.grace_s > 0 else {})
         for job_id, want in sorted(wanted.items()):
+            if job_id in restarting:
+                skipped.append((job_id, PREEMPTION_UNDER_WAY))
+                continue
             job = jobs.get(job_id)
             v = judge(want, job, now=now, settings=s, limits=limits, assoc=assoc,
                       node_free=free_for(free.get(job.partition, []), job) if job else [],

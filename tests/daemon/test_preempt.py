@@ -22,7 +22,10 @@ from slurm_rl.core import (
     NodeState,
     NodeView,
     Preempt,
+    Progress,
+    Resize,
 )
+from slurm_rl.daemon.limits import PartitionLimits
 from slurm_rl.daemon.preempt import (
     NOT_OPTED_IN,
     Preempter,
@@ -30,7 +33,7 @@ from slurm_rl.daemon.preempt import (
     judge,
     parse_requeueable,
 )
-from slurm_rl.daemon.resize import Resizer
+from slurm_rl.daemon.resize import PREEMPTION_UNDER_WAY, RESIZE_UNDER_WAY, Resizer
 from slurm_rl.daemon.restart import held_after_requeue, recent_restarts, restart_counts
 from slurm_rl.db.actions import (
     ActionOutcome,
@@ -151,6 +154,38 @@ def test_signal_then_after_the_grace_requeuehold_and_release_at_the_lowest_rank(
                                (ActionKind.PREEMPT_RELEASE, ActionStatus.DONE)]
     assert recent_restarts(session, [JobId("1")], since=NOW - 3600) == {JobId("1"): 1}
     assert held_after_requeue(session) == {}
+
+
+def test_a_job_in_one_restarts_grace_is_not_signalled_for_another(session: Session) -> None:
+    """Seen live: a job in its preemption's grace got a resize's signal two cycles later, and
+    the resize would have requeued it a second time once it ran again. Each restart's signal
+    is followed by that restart alone."""
+    fake = FakeSlurm(states=("RUNNING", "PENDING"))
+    p, seq = preempter(fake, grace_s=30.0)
+    step(p, session, NOW, [1], job())  # preemption signalled
+    snap = ClusterSnapshot(time=NOW + 2, jobs=(job(),), nodes=NODES)
+    notes = seq.step(session, [Resize(job_id=JobId("1"), gpus=4)], snap, limits=None,
+                     assoc=None, cycle_id=2, decision_id=None,
+                     restarting=p.in_flight).notes()
+    assert notes == [f"resize of 1 skipped: {PREEMPTION_UNDER_WAY}"]
+    assert fake.commands() == ["scancel --signal=USR1 --full 1"] and not seq.in_flight
+    # And the other way round: a job a resize signalled is not preempted meanwhile.
+    fake2 = FakeSlurm()
+    p2, seq2 = preempter(fake2, grace_s=30.0)
+    growing = job(2, progress=Progress(steps_done=100, steps_total=10_100, rate=1.0))
+    upsert_jobs(session, [growing], now=NOW)
+    session.commit()
+    limits = {"gpu": PartitionLimits(name="gpu", gpus_per_node=4, max_nodes=4)}
+    idle = (*NODES, NodeView(name=NodeName("node3"), state=NodeState.IDLE, gpus_total=4,
+                             gpus_alloc=0, partitions=("gpu",)))
+    assert seq2.step(session, [Resize(job_id=JobId("2"), gpus=4)],
+                     ClusterSnapshot(time=NOW, jobs=(growing,), nodes=idle), limits=limits,
+                     assoc=None, cycle_id=3, decision_id=None).notes() == [
+        "resizes: 1 signalled, 0 restarted at a new count, 0 failed"]
+    assert JobId("2") in seq2.in_flight
+    assert step(p2, session, NOW + 1, [2], growing) == [
+        f"preemption of 2 skipped: {RESIZE_UNDER_WAY}"]
+    assert not p2.in_flight and len(fake2.commands()) == 1
 
 
 def test_only_opted_in_jobs_are_touched_and_the_rest_say_why(session: Session) -> None:
