@@ -176,11 +176,14 @@ def test_non_preemptive_policies_never_preempt_or_resize(s: ClusterSnapshot) -> 
     for name in ("fifo", "sjf", "sjf-oracle", "edf"):
         d = build(name, s).decide(s)
         assert not d.preemptions and not d.resizes
-    dl = build("deadline", s)  # resizes running elastic jobs only, never preempts
+    # deadline resizes running elastic jobs, and suspends (preempts) only jobs it declares it
+    # may preempt (best-effort elastic ones, to start a deadline job)
+    dl = build("deadline", s)
     assert isinstance(dl, Resizing)
     d = dl.decide(s)
     running = {j.id: j for j in s.running}
-    assert not d.preemptions
+    assert all(p.job_id in running and dl.may_preempt(running[p.job_id])  # type: ignore[attr-defined]
+               for p in d.preemptions)
     assert all(r.job_id in running and dl.may_resize(running[r.job_id]) for r in d.resizes)
     for name in ("srtf-oracle", "tiresias"):
         assert not build(name, s).decide(s).resizes
