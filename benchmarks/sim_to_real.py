@@ -324,16 +324,25 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
     return real, daemon_timing(workdir / "daemon.log"), bf
 
 
+def _log_events(text: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """An elastic replay job's log (sim_to_real_job.py), line by line: its kind (start,
+    checkpoint, done) and its key=value fields, for lines that carry a stamp t=."""
+    for line in text.splitlines():
+        kind, *rest = line.split() or [""]
+        fields = dict(f.split("=", 1) for f in rest if "=" in f)
+        if "t" in fields:
+            yield kind, fields
+
+
 def job_runs(text: str) -> tuple[tuple[tuple[float, int], ...], float | None]:
-    """From an elastic replay job's log (sim_to_real_job.py): each run's start stamp and GPU
-    count, and the stamp of its end (None: it did not finish)."""
+    """From an elastic replay job's log: each run's start stamp and GPU count, and the stamp
+    of its end (None: it did not finish)."""
     runs: list[tuple[float, int]] = []
     end = None
-    for line in text.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-        if line.startswith("start ") and "t" in fields and "gpus" in fields:
+    for kind, fields in _log_events(text):
+        if kind == "start" and "gpus" in fields:
             runs.append((float(fields["t"]), int(fields["gpus"])))
-        elif line.startswith("done ") and "t" in fields:
+        elif kind == "done":
             end = float(fields["t"])
     return tuple(runs), end
 
@@ -345,13 +354,10 @@ def signal_waits(text: str, grace_s: float = 0.0) -> tuple[float, ...]:
     followed by another, and a second signal within the grace is not the one it waited for."""
     waits: list[float] = []
     checkpoints: list[float] = []
-    for line in text.splitlines():
-        fields = dict(f.split("=", 1) for f in line.split()[1:] if "=" in f)
-        if "t" not in fields:
-            continue
-        if line.startswith("checkpoint "):
+    for kind, fields in _log_events(text):
+        if kind == "checkpoint":
             checkpoints.append(float(fields["t"]))
-        elif line.startswith("start ") and checkpoints:
+        elif kind == "start" and checkpoints:
             t = float(fields["t"])
             ok = [c for c in checkpoints if c <= t - grace_s] or checkpoints[:1]
             waits.append(round(t - ok[-1], 3))

@@ -72,18 +72,22 @@ def next_tick(now: float, tick: float, phase: float | None, times: tuple[float, 
               ) -> float:
     """The next policy tick after now: the next of the explicit instants while they last,
     then `tick` on, or the next point of the fixed grid."""
-    if times:
-        i = bisect_right(times, now)
-        if i < len(times):
-            return times[i]
+    if times and (at := _next_of(times, now)) is not None:
+        return at
     return now + tick if phase is None else next_on_grid(now, phase, tick)
 
 
 def next_cycle(now: float, times: tuple[float, ...], phase: float, period: float) -> float:
     """The next scheduler cycle after now: from the explicit instants while they last, then on
     the grid."""
+    at = _next_of(times, now)
+    return at if at is not None else next_on_grid(now, phase, period)
+
+
+def _next_of(times: tuple[float, ...], now: float) -> float | None:
+    """The first of the ascending explicit instants after now (None: they are over)."""
     i = bisect_right(times, now)
-    return times[i] if i < len(times) else next_on_grid(now, phase, period)
+    return times[i] if i < len(times) else None
 
 
 def next_on_grid(now: float, phase: float, period: float) -> float:
