@@ -230,6 +230,19 @@ class ClusterSnapshot:
         return tuple(j.gpus for j in self.running)
 
     @property
+    def running_attained(self) -> tuple[float, ...]:
+        """Each running job's attained_gpu_s, in `running` order (the same shortcut)."""
+        return tuple(j.attained_gpu_s for j in self.running)
+
+    @property
+    def running_steps(self) -> tuple[tuple[int, float | None] | None, ...]:
+        """Each running job's progress as (steps_done, rate), None where it reports none, in
+        `running` order (the same shortcut: a policy that checks every running job's progress
+        need not build a `Progress` per job)."""
+        return tuple(None if p is None else (p.steps_done, p.rate)
+                     for p in (j.progress for j in self.running))
+
+    @property
     def finished(self) -> tuple[JobView, ...]:
         """Jobs neither pending nor running (a finished job Slurm still lists)."""
         return tuple(j for j in self.jobs if j.state.is_finished)

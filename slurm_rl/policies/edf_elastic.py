@@ -58,8 +58,9 @@ def _edf_key(job: JobView) -> tuple[float, float, tuple[tuple[int, str], ...]]:
 def movable(job: JobView) -> bool:
     """A running job this policy may resize or preempt: managed, plainly RUNNING, elastic,
     with a GPU range."""
-    return (job.managed and job.state is JobState.RUNNING and job.intent is not None
-            and job.intent.elastic and gpu_range(job) is not None)
+    intent = job.intent  # read first: most running jobs are not elastic
+    return (intent is not None and intent.elastic and job.managed
+            and job.state is JobState.RUNNING and gpu_range(job) is not None)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -142,7 +143,13 @@ class _Allotment:
 
 def _capacity(snapshot: ClusterSnapshot, moving: list[JobView]) -> tuple[Capacity, int, int]:
     """Free GPUs per usable node with the `moving` jobs' GPUs given back (a job whose nodes
-    the snapshot does not give, as a block of its own), the GPUs per node, the usable GPUs."""
+    the snapshot does not give, as a block of its own), the GPUs per node, the usable GPUs.
+    With no job to give back, the snapshot's free-GPU counts where it has them (the same
+    Capacity, without a pass over the nodes)."""
+    counts = snapshot.free_counts
+    if not moving and counts is not None and sum(counts) > 0:
+        cap = Capacity.of(snapshot)
+        return cap, cap.node_cap, cap.node_cap * sum(counts)
     index: dict[str, int] = {}
     free: list[int] = []
     node_cap = total = 0

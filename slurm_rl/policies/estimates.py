@@ -26,9 +26,10 @@ import enum
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal, TypeAlias
 
 from slurm_rl import perfmodel
-from slurm_rl.core import JobView, Progress
+from slurm_rl.core import ClusterSnapshot, JobId, JobView, Progress
 
 PROFILE_SLACK = 4.0
 """How much faster than its model's measured throughput (A100s) a job's progress may claim to
@@ -125,6 +126,85 @@ def claims_stand(job: JobView) -> bool:
         return False
     p = job.progress
     return p is None or _believed(job, p) is not None
+
+
+def predictions_stand(snapshot: ClusterSnapshot) -> list[bool]:
+    """For each running job, in `snapshot.running` order: whether it has a prediction
+    (`running_predicted`) and its claims stand (`claims_stand`). The same answers as
+    `[p is not None and claims_stand(v) for v, p in zip(running, running_predicted)]`, read
+    from the snapshot's per-running-job tuples (`running_steps`, `running_attained`), so that
+    no job's `Progress` is built: a plan that holds each running job to its prediction asks
+    this for every running job at every decision. `StandingClaims` keeps what does not move
+    with the clock between calls."""
+    return _stand(_fixed(snapshot.running), snapshot)
+
+
+class StandingClaims:
+    """`predictions_stand`, with each running job's part of the verdict that does not move
+    with the clock (its overrun, its owner's record, its model's bounds) kept with the running
+    set it was found in (`ClusterSnapshot.running_ids`: the same object means the same runs
+    with the same fixed fields). One per policy instance; bounded by one running set."""
+
+    __slots__ = ("_fixed", "_ids")
+
+    def __init__(self) -> None:
+        self._ids: frozenset[JobId] | None = None
+        self._fixed: list[_Fixed] = []
+
+    def __call__(self, snapshot: ClusterSnapshot) -> list[bool]:
+        ids = snapshot.running_ids
+        if ids is not self._ids:
+            self._fixed = _fixed(snapshot.running)
+            self._ids = ids
+        return _stand(self._fixed, snapshot)
+
+    def clear(self) -> None:
+        self._ids, self._fixed = None, []
+
+
+_Fixed: TypeAlias = Literal[False] | tuple[float, float] | None
+"""A running job's fixed part of `predictions_stand`: False, its claims never stand (an
+overrun, or an owner's record); None, they stand wherever it has a prediction; (steps per
+attained GPU-second, rate): its progress, where it reports any, is checked against these."""
+
+
+def _fixed(running: tuple[JobView, ...]) -> list[_Fixed]:
+    out: list[_Fixed] = []
+    for v in running:
+        if v.claim_overrun or v.claim_ratio != 1.0:
+            out.append(False)
+            continue
+        intent = v.intent
+        out.append(_claim_bounds(intent.model, v.gpus)
+                   if intent is not None and intent.model else None)
+    return out
+
+
+def _stand(fixed: list[_Fixed], snapshot: ClusterSnapshot) -> list[bool]:
+    """The verdicts at the snapshot's time (`_believed`'s comparisons, in its order)."""
+    out: list[bool] = []
+    append = out.append
+    for f, p, steps, attained in zip(fixed, snapshot.running_predicted, snapshot.running_steps,
+                                     snapshot.running_attained, strict=True):
+        if f is False or p is None:
+            append(False)
+        elif f is None or steps is None:
+            append(True)
+        else:
+            rate = steps[1]
+            append(not (steps[0] > f[0] * attained + 1 or (rate is not None and rate > f[1])))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _claim_bounds(model: str, gpus: int) -> tuple[float, float] | None:
+    """`_believed`'s two bounds for a job of `model` at `gpus` (the same floats): steps per
+    attained GPU-second and rate; None where the model has no measured curve."""
+    measured = _measured(model)
+    if measured is None:
+        return None
+    return (PROFILE_SLACK * _peak_per_gpu(measured),
+            PROFILE_SLACK * _fastest(measured, max(gpus, 1)))
 
 
 def claimed_remaining(job: JobView, now: float) -> Estimate | None:

@@ -244,6 +244,22 @@ class SimSnapshot(ClusterSnapshot):
         return running.gpus()
 
     @property
+    def running_attained(self) -> tuple[float, ...]:
+        try:
+            running = self._set
+        except AttributeError:
+            return super().running_attained
+        return running.attained(self.time)
+
+    @property
+    def running_steps(self) -> tuple[tuple[int, float | None] | None, ...]:
+        try:
+            running = self._set
+        except AttributeError:
+            return super().running_steps
+        return running.steps(self.time)
+
+    @property
     def finished(self) -> tuple[JobView, ...]:
         if hasattr(self, "_running"):
             return ()
@@ -276,6 +292,15 @@ _get_run = operator.itemgetter("_run")
 _get_gpus = operator.itemgetter("gpus")
 
 
+class _Moving(NamedTuple):
+    """The fields of a running set's views that move with the clock, at `now`."""
+
+    now: float
+    predicted: tuple[float | None, ...]
+    steps: tuple[tuple[int, float] | None, ...]
+    attained: tuple[float, ...]
+
+
 class RunningSet:
     """The running jobs' fixed fields (each plus '_run', see `running_view`; shared, never
     written), as the engine has them between two starts or ends, and their ids once asked.
@@ -284,7 +309,7 @@ class RunningSet:
     the runs started since; then the ids are that set less the stopped plus the started (a copy
     of a set, about 3x cheaper than hashing every id again)."""
 
-    __slots__ = ("_derive", "_gpus", "_ids", "_runs", "static")
+    __slots__ = ("_derive", "_gpus", "_ids", "_moving", "_runs", "static")
 
     def __init__(self, static: tuple[dict[str, Any], ...],
                  derive: tuple[frozenset[JobId], list[JobId], list[dict[str, Any]]] | None = None
@@ -294,24 +319,49 @@ class RunningSet:
         self._derive = derive
         self._runs: tuple[Run, ...] | None = None
         self._gpus: tuple[int, ...] | None = None
+        self._moving: _Moving | None = None
 
     def predicted(self, now: float) -> tuple[float | None, ...]:
         """predicted_remaining_s of each run's view at `now` (_get_predicted's operations, in
         its order: the same floats)."""
+        return self._at(now).predicted
+
+    def steps(self, now: float) -> tuple[tuple[int, float] | None, ...]:
+        """(steps_done, rate) of each run's view's progress at `now` (_progress's operations),
+        None where it reports none."""
+        return self._at(now).steps
+
+    def attained(self, now: float) -> tuple[float, ...]:
+        """attained_gpu_s of each run's view at `now` (_get_attained's operations)."""
+        return self._at(now).attained
+
+    def _at(self, now: float) -> _Moving:
+        """The moving fields of every run at `now`, worked out in one pass and kept for the
+        latest `now` (a decision reads them several times at one instant)."""
+        at = self._moving
+        if at is not None and at.now == now:
+            return at
         runs = self._runs
         if runs is None:
             runs = self._runs = tuple(map(_get_run, self.static))
-        out: list[float | None] = []
-        append = out.append
-        for _, pf, rate, done, _, _, total, steps in runs:
-            if not steps or rate <= 0:
-                append(None)
-            elif now > pf:
+        predicted: list[float | None] = []
+        steps: list[tuple[int, float] | None] = []
+        attained: list[float] = []
+        put_p, put_s, put_a = predicted.append, steps.append, attained.append
+        for rs, pf, rate, done, att, g, total, n in runs:
+            put_a(att + g * (now - rs))
+            if now > pf:
                 done = done + (now - pf) * rate
-                append((total - (done if done < total else total)) / rate)
-            else:
-                append((total - done) / rate)
-        return tuple(out)
+                if not (done < total):
+                    done = total
+            if not n:
+                put_s(None)
+                put_p(None)
+                continue
+            put_s((int(done), rate))
+            put_p(None if rate <= 0 else (total - done) / rate)
+        at = self._moving = _Moving(now, tuple(predicted), tuple(steps), tuple(attained))
+        return at
 
     def gpus(self) -> tuple[int, ...]:
         if self._gpus is None:

@@ -57,6 +57,8 @@ def test_sim_snapshots_answer_like_plain_ones() -> None:
     assert r.preemptions == 2 and len(p.seen) > 20
     predicted = [x for s in p.seen for x in s.running_predicted]
     assert None in predicted and len({x for x in predicted if x is not None}) > 10
+    steps = [x for s in p.seen for x in s.running_steps]
+    assert None in steps and len({x for x in steps if x is not None}) > 10
     assert any(len(s.running) > 1 and any(j.gpus > 4 for j in s.running) for s in p.seen)
     for s in p.seen:  # read only now, after the run
         ref = plain(s)
@@ -67,6 +69,11 @@ def test_sim_snapshots_answer_like_plain_ones() -> None:
         assert s.running_predicted == ref.running_predicted == tuple(
             j.predicted_remaining_s for j in s.running)
         assert s.running_gpus == ref.running_gpus == tuple(j.gpus for j in ref.running)
+        assert s.running_attained == ref.running_attained == tuple(
+            j.attained_gpu_s for j in s.running)
+        assert s.running_steps == ref.running_steps == tuple(
+            None if j.progress is None else (j.progress.steps_done, j.progress.rate)
+            for j in s.running)
         assert s.finished == ref.finished == ()
         got, want = Capacity.of(s), Capacity.of(ref)
         assert (got.free, got.node_cap, got.total_free) == (want.free, want.node_cap,

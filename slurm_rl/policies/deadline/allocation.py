@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +17,7 @@ from slurm_rl.core import ClusterSnapshot, JobId, JobView, id_key
 from slurm_rl.policies.capacity import Capacity, job_layout
 from slurm_rl.policies.deadline.jobs import Capper, Fate, Job, Share, make_job
 from slurm_rl.policies.deadline.profile import Holds, LazyProfile, ReservedGpus
-from slurm_rl.policies.estimates import Source, claims_stand, estimate_remaining
+from slurm_rl.policies.estimates import Source, estimate_remaining, predictions_stand
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -52,8 +52,11 @@ class Allocation:
 
     def __init__(self, snapshot: ClusterSnapshot, jobs: Sequence[Job], *, min_gain: float,
                  resize_cost_s: float, capped: Capper, shape: Shape,
-                 elastic: Sequence[JobView], suspend: bool = False) -> None:
-        """`elastic`: the running jobs it may resize (`resizable`)."""
+                 elastic: Sequence[JobView], suspend: bool = False,
+                 stands: Callable[[ClusterSnapshot], list[bool]] = predictions_stand) -> None:
+        """`elastic`: the running jobs it may resize (`resizable`); `stands`: the running jobs
+        whose predictions are their estimates (`estimates.predictions_stand`, or the policy's
+        `StandingClaims`, which gives the same answers)."""
         self.now = snapshot.time
         self.snapshot = snapshot
         self.jobs = jobs
@@ -63,6 +66,7 @@ class Allocation:
         """Running elastic jobs without a reservation hold nothing in the plan: a reserved
         share that does not place now suspends them (requeued, they resume later)."""
         self.suspended: set[JobId] = set()
+        self._stands = stands
         self.cap = Capacity.of(snapshot)
         self.node_cap, self.total, self.alloc = shape.node_cap, shape.total, shape.alloc
         self.free = self.cap.total_free
@@ -139,8 +143,7 @@ class Allocation:
         elastic = self.run_jobs
         predicted = snap.running_predicted
         running = snap.running
-        stands = [p is not None and claims_stand(v) for v, p in zip(running, predicted,
-                                                                    strict=True)]
+        stands = self._stands(snap)
         if not elastic and all(stands):  # the usual case, in arrays
             left = np.fromiter(predicted, dtype=np.float64, count=len(predicted))
             return Holds(now + np.fmax(left, 0.0),  # as now + max(0.0, p): the same floats

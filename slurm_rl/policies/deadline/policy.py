@@ -147,7 +147,8 @@ class DeadlinePolicy:
         r = Allocation(snapshot, state.pending_jobs(snapshot, shape.node_cap, shape.total),
                        min_gain=self.min_gain, resize_cost_s=self.resize_cost_s,
                        capped=partial(self._capped, snapshot), shape=shape,
-                       elastic=state.elastic(snapshot), suspend=self.suspend)
+                       elastic=state.elastic(snapshot), suspend=self.suspend,
+                       stands=state.claims)
         ranked_jobs = r.allocate()
         r.spare()
         resizes, preempts = _changes(r)

@@ -4,7 +4,7 @@ Nothing in it changes a decision; it saves work. Bounded: one `Job` record per p
 the last `decide` (with its last reason read) and one placement shape per pending job of the
 last `futile` (those of jobs no longer pending are dropped at every call), the last decision's
 JobOrders, the last pending views with their managed ones in submit order, one cluster shape
-and one running set's resizable ids.
+and one running set's resizable ids and fixed parts of its claims verdicts.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import operator
 from slurm_rl.core import ClusterSnapshot, JobId, JobOrder, JobView
 from slurm_rl.policies.capacity import Capacity, fewest_gpus, job_parts
 from slurm_rl.policies.deadline.jobs import Job, make_job, resizable
+from slurm_rl.policies.estimates import StandingClaims
 from slurm_rl.policies.ordering import managed_pending
 
 
@@ -24,7 +25,7 @@ class DeadlineState:
     the running set (`running_ids` object) they were found in."""
 
     __slots__ = ("_elastic", "_jobs", "_listed", "_parts", "_parts_cap", "_running_ids",
-                 "_shape", "_sorted", "orders")
+                 "_shape", "_sorted", "claims", "orders")
 
     def __init__(self) -> None:
         self._jobs: dict[JobId, Job] = {}
@@ -39,8 +40,11 @@ class DeadlineState:
         self.orders: tuple[JobOrder, ...] = ()
         """The last decision's JobOrders (`ordering.orders` returns one again where it is
         unchanged and its reason was read)."""
+        self.claims = StandingClaims()
+        """Which running jobs' predictions are their estimates, kept with the running set."""
 
     def reset(self) -> None:
+        self.claims.clear()
         self._jobs.clear()
         self._sorted = self._listed = None
         self.orders = ()

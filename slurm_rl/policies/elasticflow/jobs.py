@@ -13,7 +13,12 @@ from slurm_rl import perfmodel
 from slurm_rl.core import ClusterSnapshot, JobId, JobState, JobView
 from slurm_rl.policies.elasticflow.nodes import NodeMemo
 from slurm_rl.policies.elasticflow.plan import Reuse
-from slurm_rl.policies.estimates import Estimate, estimate_remaining, remaining_memo
+from slurm_rl.policies.estimates import (
+    Estimate,
+    StandingClaims,
+    estimate_remaining,
+    remaining_memo,
+)
 from slurm_rl.policies.gpu_counts import allowed_counts, gpu_range
 from slurm_rl.policies.ordering import submit_key
 
@@ -81,6 +86,8 @@ class Sticky:
     """Running jobs of `running_ids` that are `resizable`."""
     order: list[int] = field(default_factory=list)
     """The order that sorted the last base profile's ends (elasticflow.base.of_ends)."""
+    claims: StandingClaims = field(default_factory=StandingClaims)
+    """Which running jobs' predictions are their estimates, kept with the running set."""
 
     def clear(self) -> None:
         self.admitted.clear()
@@ -89,6 +96,7 @@ class Sticky:
         self.nodes = NodeMemo()
         self.running_ids, self.elastic_ids = None, frozenset()
         self.order = []
+        self.claims.clear()
         self.declined_total = 0
         self.to_drop = []
 

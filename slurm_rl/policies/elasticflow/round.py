@@ -16,7 +16,6 @@ from slurm_rl.policies.elasticflow.base import of_ends
 from slurm_rl.policies.elasticflow.jobs import Info, Sticky, deadline_of, edf_key, elastic_ids
 from slurm_rl.policies.elasticflow.nodes import Alloc, NodeMap
 from slurm_rl.policies.elasticflow.plan import Plan, Profile, plan_job, plan_rigid
-from slurm_rl.policies.estimates import claims_stand
 from slurm_rl.policies.formatting import fmt_dur, fmt_time
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders, submit_key
 
@@ -52,8 +51,7 @@ class Round:
         estimate (`estimates.claims_stand`: believed progress, no owner's record, no
         overrun). Where it is not, the job is estimated as one without a prediction is, so a
         prediction from progress nobody believes does not free its GPUs in the plan."""
-        return [p is not None and claims_stand(v) for v, p in zip(
-            self.snapshot.running, self.snapshot.running_predicted, strict=True)]
+        return self.sticky.claims(self.snapshot)
 
     @cached_property
     def fast(self) -> bool:
