@@ -214,8 +214,10 @@ class ClusterSnapshot:
     def running_ids(self) -> frozenset[JobId]:
         """Ids of the running jobs. The same object as an earlier snapshot's (`is`) means that
         no job started, stopped or began a new run in between (`running`: the same jobs and runs
-        in the same order). The simulator's snapshots share it while no job starts or ends; a
-        plain snapshot makes a new one at every read, so never rely on getting the same one."""
+        in the same order, each with the fields that do not move with the clock as they were:
+        all but attained_gpu_s, progress and predicted_remaining_s). The simulator's
+        snapshots share it while no job starts or ends; a plain snapshot makes a new one at
+        every read, so never rely on getting the same one."""
         return frozenset(j.id for j in self.running)
 
     @property

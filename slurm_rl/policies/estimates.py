@@ -143,23 +143,36 @@ class StandingClaims:
     """`predictions_stand`, with each running job's part of the verdict that does not move
     with the clock (its overrun, its owner's record, its model's bounds) kept with the running
     set it was found in (`ClusterSnapshot.running_ids`: the same object means the same runs
-    with the same fixed fields). One per policy instance; bounded by one running set."""
+    with the same fixed fields) and carried to the next set through `running_changes` where
+    the snapshot gives them (only the runs started since are looked at). One per policy
+    instance; bounded by one running set."""
 
-    __slots__ = ("_fixed", "_ids")
+    __slots__ = ("_by_id", "_fixed", "_ids")
 
     def __init__(self) -> None:
         self._ids: frozenset[JobId] | None = None
         self._fixed: list[_Fixed] = []
+        self._by_id: dict[JobId, _Fixed] = {}
 
     def __call__(self, snapshot: ClusterSnapshot) -> list[bool]:
         ids = snapshot.running_ids
         if ids is not self._ids:
-            self._fixed = _fixed(snapshot.running)
+            running = snapshot.running
+            changes = snapshot.running_changes
+            by_id = self._by_id
+            if self._ids is not None and changes is not None and changes.since is self._ids:
+                for jid, _ in changes.stopped:
+                    del by_id[jid]
+                for v in changes.started:
+                    by_id[v.id] = _fixed_one(v)
+            else:
+                by_id = self._by_id = {v.id: _fixed_one(v) for v in running}
+            self._fixed = [by_id[v.id] for v in running]
             self._ids = ids
         return _stand(self._fixed, snapshot)
 
     def clear(self) -> None:
-        self._ids, self._fixed = None, []
+        self._ids, self._fixed, self._by_id = None, [], {}
 
 
 _Fixed: TypeAlias = Literal[False] | tuple[float, float] | None
@@ -168,16 +181,15 @@ overrun, or an owner's record); None, they stand wherever it has a prediction; (
 attained GPU-second, rate): its progress, where it reports any, is checked against these."""
 
 
+def _fixed_one(v: JobView) -> _Fixed:
+    if v.claim_overrun or v.claim_ratio != 1.0:
+        return False
+    intent = v.intent
+    return _claim_bounds(intent.model, v.gpus) if intent is not None and intent.model else None
+
+
 def _fixed(running: tuple[JobView, ...]) -> list[_Fixed]:
-    out: list[_Fixed] = []
-    for v in running:
-        if v.claim_overrun or v.claim_ratio != 1.0:
-            out.append(False)
-            continue
-        intent = v.intent
-        out.append(_claim_bounds(intent.model, v.gpus)
-                   if intent is not None and intent.model else None)
-    return out
+    return list(map(_fixed_one, running))
 
 
 def _stand(fixed: list[_Fixed], snapshot: ClusterSnapshot) -> list[bool]:

@@ -90,13 +90,15 @@ class _Watching:
 
     def __init__(self) -> None:
         self.memo = StandingClaims()
-        self.checked = self.stood = self.fell = 0
-        self.shared = 0
+        self.checked = self.stood = self.fell = self.shared = self.carried = 0
         self.last: frozenset[Any] | None = None
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         if snapshot.running_ids is self.last:
             self.shared += 1
+        elif snapshot.running_changes is not None and snapshot.running_changes.since is \
+                self.last:
+            self.carried += 1  # the kept parts carried over the runs started and stopped
         self.last = snapshot.running_ids
         got = self.memo(snapshot)
         assert got == reference(snapshot), snapshot.time
@@ -108,7 +110,8 @@ class _Watching:
 
 def test_kept_verdicts_hold_through_a_simulation() -> None:
     """In the simulator snapshots share a running set while nothing starts or ends (then the
-    kept fixed parts are used), progress moves and restart delays pass."""
+    kept fixed parts are used as they are), and say which runs started and stopped since
+    (then they are carried over), while progress moves."""
     folder = resources.files("slurm_rl") / "data" / "traces"
     jobs = trace.window(trace.load(str(folder / "itp-deadline-cluster01.csv"),
                                    "itp-deadline").jobs, 0, 300)
@@ -119,4 +122,5 @@ def test_kept_verdicts_hold_through_a_simulation() -> None:
     config = EngineConfig(nodes=trace.nodes_for_load(jobs, 1.0, 4), gpus_per_node=4,
                           tick_s=30.0, skip_futile=False)
     Simulator(jobs, p, config).run()  # type: ignore[arg-type]
-    assert p.checked > 1000 and p.shared > 50 and p.stood > 1000 and p.fell > 100
+    assert p.checked > 1000 and p.shared > 50 and p.carried > 50
+    assert p.stood > 1000 and p.fell > 100
