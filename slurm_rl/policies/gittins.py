@@ -84,6 +84,11 @@ class Gittins:
         index, bucket = self._table.lookup(job.gpus, a)
         return index / max(job.gpus, 1), a, bucket
 
+    def index_of(self, job: JobView) -> float:
+        """`priority(job)[0]`, the same float, found without the rest (the guard ranks every
+        running and waiting job by it)."""
+        return self._running_prio(job)[0]
+
     def _curve(self, gpus: int) -> tuple[tuple[float, ...], tuple[float, ...], str]:
         """The table's curve for `gpus` as (attained grid, index, bucket label), cached."""
         c = self._mem.curves.get(gpus)

@@ -130,7 +130,8 @@ def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig
     if not victims:
         return None
     k = 1.0 + fallback.margin
-    ranked = sorted(((fallback.priority(v)[0], v) for v in victims), key=lambda e: e[0])
+    index = fallback.index_of
+    ranked = sorted(((index(v), v) for v in victims), key=lambda e: e[0])
     bounds = [k * p for p, _ in ranked]
     held = list(accumulate(v.gpus for _, v in ranked))
     cap = Capacity.of(snapshot)
@@ -141,7 +142,7 @@ def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig
     for j in waiting:
         e = kept.get(j.id)
         if e is None or e[0] is not j:
-            e = kept[j.id] = (j, fallback.priority(j)[0])
+            e = kept[j.id] = (j, index(j))
         scored.append((e[1], j))
     candidates = sorted(scored, key=lambda e: -e[0])
     found: list[Starving] = []
@@ -194,6 +195,11 @@ class Guarded:
         self.fallback = fallback
         self.config = config or GuardConfig()
         self.name = primary.name
+        # The primary's capabilities, looked up once (a Protocol isinstance check costs more
+        # than many a decision's work, and the guard asks at every event and for every job).
+        self._gated: Gated | None = primary if isinstance(primary, Gated) else None
+        self._preempting: Preempting | None = (primary if isinstance(primary, Preempting)
+                                               else None)
         self._last_starved = -math.inf
         """Snapshot time a starving job was last seen."""
         self._why = ""
@@ -222,7 +228,7 @@ class Guarded:
     def may_preempt(self, job: JobView) -> bool:
         """Preempting: a job either policy could requeue."""
         return self.fallback.may_preempt(job) or (
-            isinstance(self.primary, Preempting) and self.primary.may_preempt(job))
+            self._preempting is not None and self._preempting.may_preempt(job))
 
     def reset(self) -> None:
         """Stateful: forget the guard's state and the primary's (a new run)."""
@@ -245,7 +251,7 @@ class Guarded:
         now, cfg = snapshot.time, self.config
         if now - self._checked >= cfg.check_s or now < self._checked:
             self._checked = now
-            if len(self._kept) > 4 * len(snapshot.jobs) + 64:
+            if len(self._kept) > 4 * len(snapshot.pending) + 64:  # (it keeps pending views)
                 self._kept.clear()
             # (override acts on every starving job: the whole look; switch needs the first)
             found = starvation(snapshot, self.fallback, cfg, kept=self._kept,
@@ -266,14 +272,14 @@ class Guarded:
         """Gated: the primary's own rule while it decides; never while the fallback does."""
         if self._watch(snapshot, cycle):
             return False
-        if isinstance(self.primary, Gated):
-            return self.primary.futile(snapshot, cycle)
+        if self._gated is not None:
+            return self._gated.futile(snapshot, cycle)
         return False
 
     def decide(self, snapshot: ClusterSnapshot, cycle: CycleState | None = None) -> Decision:
         if not self._watch(snapshot, cycle):
-            if cycle is not None and isinstance(self.primary, Gated):
-                return self.primary.decide(snapshot, cycle)
+            if cycle is not None and self._gated is not None:
+                return self._gated.decide(snapshot, cycle)
             return self.primary.decide(snapshot)
         if self.config.mode == "override":
             return self._override(snapshot, cycle)
@@ -287,8 +293,8 @@ class Guarded:
     def _override(self, snapshot: ClusterSnapshot, cycle: CycleState | None) -> Decision:
         """The primary's decision, with the jobs starving now first and the requeues the
         fallback would make for them (of runs the primary does not requeue already)."""
-        if cycle is not None and isinstance(self.primary, Gated):
-            d = self.primary.decide(snapshot, cycle)
+        if cycle is not None and self._gated is not None:
+            d = self._gated.decide(snapshot, cycle)
         else:
             d = self.primary.decide(snapshot)
         at, found = self._found

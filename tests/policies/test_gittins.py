@@ -10,12 +10,15 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from policy_builders import ids, job, nodes, preempted, running, snap
 
 from slurm_rl import splits
 from slurm_rl.core import JobState
 from slurm_rl.policies import gittins_table as gt
 from slurm_rl.policies import make
+from slurm_rl.policies.gittins import Gittins
 from slurm_rl.sim import gittins_build as gb
 
 # --- the index ---------------------------------------------------------------------------------
@@ -258,3 +261,16 @@ def test_beats_fifo_on_a_held_out_window() -> None:
         jct[name] = sum(j.end - j.submit for j in r.jobs) / len(r.jobs)
     # docs/policies.md (gittins): 17.4 h against 19.3 h
     assert jct["gittins"] < 0.95 * jct["fifo"], jct
+
+
+@settings(max_examples=300, deadline=None)
+@given(gpus=st.integers(0, 80), attained=st.floats(0.0, 1e9), restarts=st.integers(0, 5),
+       cost=st.sampled_from([0.0, 30.0, 600.0]),
+       state=st.sampled_from([JobState.RUNNING, JobState.PENDING]))
+def test_index_of_is_the_priority_the_same_float(gpus: int, attained: float, restarts: int,
+                                                 cost: float, state: JobState) -> None:
+    """`index_of` (the guard's ranking) is `priority(job)[0]` to the last bit, on every
+    curve of the shipped table, with lost restart time and jobs that have run nothing."""
+    policy = Gittins(restart_cost_s=cost)
+    v = job("j", state=state, gpus=gpus, attained_gpu_s=attained, restarts=restarts)
+    assert policy.index_of(v) == policy.priority(v)[0]
