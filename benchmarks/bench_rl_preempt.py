@@ -88,7 +88,8 @@ def split(jobs: int) -> None:
     trace_jobs = build_trace(jobs)
     nodes = trace.nodes_for_load(trace_jobs, 0.8, 4)
     sim = Simulator(trace_jobs, policies.make("rl", preempt_margin=0.0),
-                    EngineConfig(nodes=nodes, gpus_per_node=4, tick_s=60.0))
+                    EngineConfig(nodes=nodes, gpus_per_node=4, tick_s=60.0,
+                                 restart_grace_s=0.0, requeue_s=0.0))  # one-step restarts
     t = time.process_time()
     result = sim.run()
     print(f"{jobs} jobs: {time.process_time() - t:.1f} s CPU in all, {result.preemptions} "

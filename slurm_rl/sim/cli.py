@@ -112,10 +112,10 @@ def option_value(text: str) -> Any:
               "GPUs without progress once it runs again (alone: the whole restart).")
 @click.option("--restart-grace", "restart_grace_s", type=click.FloatRange(min=0),
               help="The grace step: seconds from the checkpoint signal to the requeue, GPUs "
-              "held, no progress [default: 0].")
+              "held, no progress [default: 60, the daemon's grace_s].")
 @click.option("--requeue-time", "requeue_s", type=click.FloatRange(min=0),
               help="The requeue step: seconds from the requeue (GPUs free) until the job may "
-              "start again [default: 0].")
+              "start again [default: 0.9, as measured].")
 @click.option("--restart-model", "restart_model", type=click.Path(dir_okay=False),
               help="TOML file of a restart's steps ([restart] grace_s, requeue_s, restore_s), "
               "as benchmarks/calibrate_restart.py writes it; the three options above "
@@ -229,7 +229,7 @@ def _restart_steps(ctx: click.Context, path: str | None, restore_s: float,
                    grace_s: float | None, requeue_s: float | None) -> RestartModel:
     """The model file's steps, each option given overriding it; --restart-delay's value (30 s
     by default) where neither the file nor the option sets the restore. Steps left unset keep
-    the engine's defaults (grace and requeue 0)."""
+    the engine's defaults (grace 60 s, requeue 0.9 s)."""
     model = RestartModel()
     if path is not None:
         try:

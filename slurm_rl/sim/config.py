@@ -156,21 +156,27 @@ class EngineConfig:
     Simulator._worth_deciding. Exact for pure policies; a large saving on big traces. Only
     with decide_on_events and no decision_delay_s: on a fixed cycle a skipped call would leave
     the previous ranks in force until the next tick."""
+    # A restart's three steps. The defaults are a live restart (docs/sim-to-real.md, "What a
+    # restart costs, step by step"; measured by benchmarks/calibrate_restart.py): the daemon's
+    # default grace, Slurm's part as measured on the test cluster, and a restore that a real
+    # training job's framework start makes longer than the measured toy job's.
     restart_delay_s: float = 30.0
     """The restore step of a restart: once a requeued or resized job runs again, the time it
-    holds its GPUs and makes no progress (reading its checkpoint). A restart model's
-    `restore_s` (`restart_model.py`). With the two steps before it at 0 (the defaults) this is
-    the whole restart, as the simulator has always modelled it."""
-    restart_grace_s: float = 0.0
+    holds its GPUs and makes no progress (starting its framework, reading its checkpoint). A
+    restart model's `restore_s` (`restart_model.py`). 30 s: the toy job measured 0.06-2.2 s,
+    a lower bound for a job that imports a framework and initialises CUDA. With the two steps
+    before it at 0 this is the whole restart (the one-step model)."""
+    restart_grace_s: float = 60.0
     """The grace step: from the checkpoint signal to the requeue ([resize] grace_s live, 60 s
     by default), the job holds its GPUs and makes no progress (it checkpoints at the signal;
     what it computes after that is lost at the requeue). A preemption or a resize is decided at
     the signal; the requeue follows this much later. 0: the requeue at once."""
-    requeue_s: float = 0.0
+    requeue_s: float = 0.9
     """The requeue step: from the requeue (GPUs free) to the moment the job may start again
     (slurmctld's requeue, the daemon's release with StartTime=now+1, the next scheduling pass
-    on an empty cluster). Queueing behind other jobs comes on top, modelled as ever. 0: the
-    job is pending (a preemption) or restarted at its new count (a resize) at once."""
+    on an empty cluster: 0.8-0.9 s measured). Queueing behind other jobs comes on top, modelled
+    as ever; meanwhile the job is shown pending and held, as live. 0: the job is pending (a
+    preemption) or restarted at its new count (a resize) at once."""
     restart_rules: bool = False
     """Apply a policy's preemptions and resizes as the daemon does live (daemon/resize.py,
     preempt.py), not every one that fits: only jobs of elastic intent are restarted; a grow

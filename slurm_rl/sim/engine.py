@@ -368,7 +368,12 @@ class Simulator:
     # -- policy ---------------------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
-        return self._snapshots.build(self.now, self._queue_in_submit_order(), self._running)
+        """The snapshot now. Jobs in a restart's requeue step are among the pending ones, held
+        (as live: requeued with a hold until the daemon releases them)."""
+        queue = self._queue_in_submit_order()
+        if self._requeuing:
+            queue = iter(sorted([*queue, *self._requeuing], key=lambda j: j.seq))
+        return self._snapshots.build(self.now, queue, self._running)
 
     def _queue_in_submit_order(self) -> Iterator[SimJob]:
         if not self._pending_sorted:
@@ -610,6 +615,7 @@ class Simulator:
             del self._requeuing[job]
             self._pending[job] = None
             self._pending_sorted = False
+            job.view = None  # (it was shown held)
         job.restart = None
         if restart.gpus is None:
             return

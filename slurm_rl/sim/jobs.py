@@ -141,7 +141,8 @@ class SimJob:
                 "time_limit_s": self.limit_at(self.gpus), "gpus": self.gpus,
                 "nodes": -(-self.gpus // per_node), "intent": self.intent,
                 "progress": progress, "predicted_remaining_s": predicted,
-                "attained_gpu_s": self.attained, "restarts": self.restarts})
+                "attained_gpu_s": self.attained, "restarts": self.restarts,
+                "held": self.restart is not None and self.restart.step == Restart.REQUEUE})
         return self.view
 
     def run_static(self) -> dict[str, Any]:

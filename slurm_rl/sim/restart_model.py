@@ -10,8 +10,8 @@
     [measured]         # the calibration's figures, for people: not read
     ...
 
-A key left out keeps the engine's default for it (grace and requeue 0, restore 30 s). Other
-tables or keys are refused, naming the file and the key, as is a value that is not a number
+A key left out keeps the engine's default for it (grace 60 s, requeue 0.9 s, restore 30 s).
+Other tables or keys are refused, naming the file and the key, as is a value that is not a number
 of seconds >= 0.
 """
 

@@ -97,8 +97,9 @@ def _trace() -> list[TraceJob]:
 
 @pytest.mark.parametrize("skip_futile", [True, False])
 def test_in_the_simulator(skip_futile: bool) -> None:
-    cfg = EngineConfig(nodes=1, gpus_per_node=4, audit=True, tick_s=60.0,
-                       restart_delay_s=30.0, skip_futile=skip_futile)
+    cfg = EngineConfig(nodes=1, gpus_per_node=4, audit=True, tick_s=60.0,  # one-step restarts
+                       restart_delay_s=30.0, restart_grace_s=0.0, requeue_s=0.0,
+                       skip_futile=skip_futile)
     result = Simulator(_trace(), make("edf-elastic"), cfg).run()
     got = {j.job_id: j for j in result.jobs}
     assert result.preemptions == 1 and got["L"].restarts == 1 and got["S"].restarts == 0

@@ -18,6 +18,11 @@ def job(i: int | str, submit: float, duration: float, gpus: int = 1, **kw: objec
     return TraceJob(id=str(i), submit=submit, duration=duration, gpus=gpus, **kw)  # type: ignore[arg-type]
 
 
+ONE_STEP = {"restart_grace_s": 0.0, "requeue_s": 0.0}
+"""The one-step restart model (no grace, no requeue step: a restart is the restore delay
+alone), for tests whose expected times are worked out in it."""
+
+
 def run(jobs: Sequence[TraceJob], policy: object, nodes: int = 1, gpus_per_node: int = 4,
         **cfg: object) -> SimResult:
     config = EngineConfig(nodes=nodes, gpus_per_node=gpus_per_node, audit=True, **cfg)  # type: ignore[arg-type]

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from sim_helpers import FakePolicy, by_id, job, run
+from sim_helpers import ONE_STEP, FakePolicy, by_id, job, run
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobState, JobView, Preempt, Resize
 from slurm_rl.policies.restart_gate import Gain, restart_gain
@@ -37,8 +37,9 @@ def grow_a_at(*times: float) -> FakePolicy:
 def test_a_grow_that_does_not_save_the_restart_delay_is_refused_only_with_the_rules() -> None:
     # 60 s left at 1 GPU at t=40: 4 GPUs save < 60 s, less than a 100 s restart delay.
     jobs = [elastic("a", 0, 100), job("tick", 40, 1)]
-    free = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100)
-    ruled = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100, restart_rules=True)
+    free = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100, **ONE_STEP)
+    ruled = run(jobs, grow_a_at(40), gpus_per_node=4, restart_delay_s=100, restart_rules=True,
+                **ONE_STEP)
     assert (free.resizes, free.jobs[0].restarts) == (1, 1)
     assert (ruled.resizes, ruled.jobs[0].restarts) == (0, 0)
     assert by_id(ruled)["a"] == (0, 100)  # ran on at 1 GPU
