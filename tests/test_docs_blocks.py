@@ -112,6 +112,10 @@ BLOCKS: dict[tuple[str, str], How] = {
     ("docs/evaluation.md", ".venv/bin/slurm-rl evaluate --scenarios docs/eval/seeds.toml "
                            "--workers 1   # 12 min on one core"):
         How(skip="12 minutes of simulation (144 runs)"),
+    ("docs/evaluation.md", "sed '/^restart_grace_s = 0.0/d; /^requeue_s = 0.0/d' "
+                           "docs/eval/rl.toml > /tmp/rl-steps.toml"):
+        How(skip="13 minutes of simulation (192 runs); the restart steps are "
+                 "tests/sim/test_restart_steps.py"),
     ("docs/evaluation.md", ".venv/bin/python benchmarks/live_deadlines.py --out "
                            "docs/eval/live/live-deadlines.json"):
         How(skip="15 minutes on the test cluster; its helpers are "
