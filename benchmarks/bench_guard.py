@@ -47,14 +47,16 @@ def burst(seed: int) -> tuple[TraceJob, ...]:
 
 def mean_jct(jobs: tuple[TraceJob, ...], policy: Any, load: float) -> float:
     eng = EngineConfig(nodes=1, gpus_per_node=4, tick_s=60.0, restart_delay_s=30.0,
-                       restart_grace_s=0.0, requeue_s=0.0)  # one-step: docs/rl.md's figures
+                       restart_grace_s=0.0, requeue_s=0.0,  # one-step: docs/rl.md's figures
+                       restart_rules=False)  # free restarts, as they were run
     res = simulate(jobs, policy, Sizing(gpus_per_node=4, load=load), engine=eng)
     return statistics.mean(r.end - r.submit for r in res.jobs)
 
 
 def short_wait(jobs: tuple[TraceJob, ...], policy: Any) -> float:
     eng = EngineConfig(nodes=4, gpus_per_node=8, tick_s=60.0, restart_delay_s=30.0,
-                       restart_grace_s=0.0, requeue_s=0.0)  # one-step: docs/rl.md's figures
+                       restart_grace_s=0.0, requeue_s=0.0,  # one-step: docs/rl.md's figures
+                       restart_rules=False)  # free restarts, as they were run
     res = simulate(jobs, policy, Sizing(gpus_per_node=8, nodes=4), engine=eng)
     return statistics.mean(r.start - r.submit for r in res.jobs if r.job_id.startswith("S"))
 

@@ -16,6 +16,11 @@ Every policy runs on the rigid trace as shipped (no elastic jobs: the ITP traces
 ranges), elasticflow too: there it is EDF with admission control. The digest (sha256 of every
 job's start, end, GPUs and restarts) shows that a change kept the results the same.
 
+Restarts are free (`restart_rules` off: any running job may be preempted whenever the policy
+asks), so that a preemptive policy's whole decision path is measured: none of these traces'
+jobs opted in to restarts, and under the daemon's rules (the engine's default) no job would be
+restarted at all. `--restart-rules` runs the default instead.
+
 Times are CPU seconds of this process (time.process_time), so that other work on the machine
 does not inflate them; wall seconds are printed beside.
 """
@@ -62,6 +67,9 @@ def main() -> None:
     ap.add_argument("--load", type=float, default=0.8)
     ap.add_argument("--gpus-per-node", type=int, default=4)
     ap.add_argument("--tick", type=float, default=60.0, help="policy tick, seconds")
+    ap.add_argument("--restart-rules", action="store_true",
+                    help="the daemon's restart rules (the engine's default) instead of free "
+                    "restarts")
     ap.add_argument("--policy-option", action="append", default=[], metavar="NAME:KEY=VALUE",
                     help="an option for one policy (repeatable), e.g. rl:preempt_margin=0; "
                     "VALUE is read as JSON if it parses, as `slurm-rl simulate` reads it")
@@ -92,7 +100,7 @@ def main() -> None:
             continue
         policy = NullPolicy() if name == "null" else policies.make(name, **options.get(name, {}))
         cfg = EngineConfig(nodes=nodes, gpus_per_node=args.gpus_per_node, tick_s=args.tick,
-                           skip_futile=name != "null")
+                           skip_futile=name != "null", restart_rules=args.restart_rules)
         sim = Simulator(jobs, policy, cfg)
         cpu, wall = time.process_time(), time.perf_counter()
         result = sim.run()

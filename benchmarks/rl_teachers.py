@@ -128,7 +128,8 @@ def main() -> None:
         scenarios = [Scenario(trace=trace, window="0:2000", load=load)
                      for trace in TRAINING_TRACES for load in (0.8, 1.0)]
         engine = EngineConfig(nodes=1, gpus_per_node=4, tick_s=60.0, restart_delay_s=30.0,
-                              restart_grace_s=0.0, requeue_s=0.0)  # one-step restarts
+                              restart_grace_s=0.0, requeue_s=0.0,  # one-step restarts,
+                              restart_rules=False)  # free: as docs/rl.md's figures were run
     pre = "est_work+preempt"
     jct: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}
     util: dict[str, list[float]] = {t: [] for t in [*teachers, pre]}

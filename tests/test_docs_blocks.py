@@ -116,6 +116,9 @@ BLOCKS: dict[tuple[str, str], How] = {
                            "docs/eval/rl.toml > /tmp/rl-steps.toml"):
         How(skip="13 minutes of simulation (192 runs); the restart steps are "
                  "tests/sim/test_restart_steps.py"),
+    ("docs/evaluation.md", "for x in 0.0 0.25 0.5 1.0; do"):
+        How(skip="5 minutes of simulation (80 runs); the opt-in share and the rules are "
+                 "tests/sim/test_restart_rules.py"),
     ("docs/evaluation.md", ".venv/bin/python benchmarks/live_deadlines.py --out "
                            "docs/eval/live/live-deadlines.json"):
         How(skip="15 minutes on the test cluster; its helpers are "

@@ -121,9 +121,16 @@ def option_value(text: str) -> Any:
               "as benchmarks/calibrate_restart.py writes it; the three options above "
               "override it.")
 @click.option("--restart-rules", "max_restarts", type=click.IntRange(0, 60),
-              help="Restart running jobs only as the daemon would live: elastic jobs only, a "
-              "grow only if it saves more than the restart delay, at most N restarts per job "
-              "per hour (the daemon's [resize] max_per_hour, 2 by default there).")
+              help="Restarts as the daemon makes them live (the default): jobs that opted in "
+              "only, a grow only if it saves more than the restart costs, at most N restarts "
+              "per job per hour (the daemon's [resize] max_per_hour) [default: 2].")
+@click.option("--free-restarts", is_flag=True,
+              help="Apply every preemption and resize that fits, to any job, as often as the "
+              "policy asks (not what the daemon does live).")
+@click.option("--opt-in-fraction", type=click.FloatRange(0, 1), default=0.0,
+              show_default=True, help="Share of jobs that opted in to restarts at their own "
+              "GPU count (--rl-elastic): with the daemon's rules only they, elastic jobs and "
+              "a trace's elastic jobs are restarted.")
 @click.option("--time-limit-model", type=click.Choice([m.value for m in TimeLimitModel]),
               default=TimeLimitModel.FACTOR.value, show_default=True,
               help="Time limits of jobs without one: factor x run time (rounded up), one "
@@ -163,7 +170,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
              nodes: int | None, gpus_per_node: int, load: float | None, window: str | None,
              seed: int, tick_s: float, ticks_only: bool, restart_delay_s: float,
              restart_grace_s: float | None, requeue_s: float | None, restart_model: str | None,
-             max_restarts: int | None, time_limit_model: str, time_limit_factor: float,
+             max_restarts: int | None, free_restarts: bool, opt_in_fraction: float,
+             time_limit_model: str, time_limit_factor: float,
              time_limit_round: float, time_limit_fixed: float | None, time_limit_max: int,
              time_limit_bins: int, time_limit_max_share: float | None,
              no_backfill: bool, bf_max_job_test: int,
@@ -173,6 +181,8 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
     backfill planned from time limits, as slurmctld schedules)."""
     if (nodes is None) == (load is None):
         raise click.UsageError("give either --nodes N (with --gpus-per-node) or --load X")
+    if free_restarts and max_restarts is not None:
+        raise click.UsageError("--free-restarts and --restart-rules exclude each other")
     if policy not in policies.names():
         raise click.UsageError(f"unknown policy {policy!r} (valid: {', '.join(policies.names())})")
     time_limit = _time_limit(click.get_current_context(), TimeLimitModel(time_limit_model),
@@ -197,8 +207,9 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         jobs = load_jobs(resolve_trace_path(trace_path), fmt, window)
         engine = restart.apply(EngineConfig(
             nodes=1, gpus_per_node=gpus_per_node, tick_s=tick_s, decide_on_events=not ticks_only,
-            restart_rules=max_restarts is not None,
+            restart_rules=not free_restarts,
             max_restarts_per_hour=2 if max_restarts is None else max_restarts,
+            opt_in_fraction=opt_in_fraction,
             backfill=not no_backfill,
             bf_max_job_test=bf_max_job_test, conservative=conservative, placement=placement,
             elastic_fraction=elastic_fraction, audit=audit,
@@ -217,6 +228,7 @@ def simulate(trace_path: str, fmt: str, policy: str, policy_options: tuple[str, 
         metrics.write_intervals(intervals_out, result.intervals)
     summary = metrics.summary(result)
     summary["trace"] = trace_path
+    summary["restarts"] = engine.restarts_line()
     if load is not None:
         summary["load"] = load
     if as_json:
@@ -260,6 +272,7 @@ def _print_summary(s: dict[str, Any]) -> None:
         + ("-" if hit is None else f"{hit:.3f}"),
         f"  {s['decisions']} decisions, {s['preemptions']} preemptions, {s['resizes']} resizes,"
         f" {s['dropped_jobs']} jobs larger than the cluster dropped; {s['wall_s']:.1f} s",
+        f"  {s['restarts']}",
     ]
     if s["declined_dropped_jobs"]:
         lines.append(f"  {s['declined_dropped_jobs']} jobs declined at admission and dropped by "

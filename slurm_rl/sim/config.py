@@ -177,15 +177,18 @@ class EngineConfig:
     on an empty cluster: 0.8-0.9 s measured). Queueing behind other jobs comes on top, modelled
     as ever; meanwhile the job is shown pending and held, as live. 0: the job is pending (a
     preemption) or restarted at its new count (a resize) at once."""
-    restart_rules: bool = False
+    restart_rules: bool = True
     """Apply a policy's preemptions and resizes as the daemon does live (daemon/resize.py,
-    preempt.py), not every one that fits: only jobs of elastic intent are restarted; a grow
-    must save more predicted run time than the restart costs (`restart_cost_s`: the three steps
-    together; the daemon's restart_cost_s) and a shrink is not made on a job predicted to
-    finish within it (`policies/restart_gate.py`,
-    from the view the policy sees: no oracle); at most max_restarts_per_hour restarts a job in
-    any hour. Refusals are counted in notes. Not modelled: the daemon judging again at the end of
-    the grace step (here a signalled restart always goes ahead)."""
+    preempt.py), not every one that fits: only jobs that opted in to restarts are restarted
+    (`--rl-elastic` live: a trace's `elastic` column, `elastic_fraction`, `opt_in_fraction`);
+    a grow must save more predicted run time than the restart costs (`restart_cost_s`: the
+    three steps together; the daemon's restart_cost_s) and a shrink is not made on a job
+    predicted to finish within it (`policies/restart_gate.py`, from the view the policy sees:
+    no oracle); at most max_restarts_per_hour restarts a job in any hour. Refusals are counted
+    in notes. Not modelled: the daemon judging again at the end of the grace step (here a
+    signalled restart always goes ahead). On by default: a simulation shows what the daemon
+    would do. False ("free restarts"): every running job may be restarted whenever the policy
+    asks, which no live cluster does; an evaluation run that way says so."""
     max_restarts_per_hour: int = 2
     """With restart_rules: the daemon's [resize] max_per_hour (resizes and preemptions
     together; 0: never restart a running job)."""
@@ -240,6 +243,12 @@ class EngineConfig:
     """Share of jobs (drawn with the seed) made elastic with GPU range 1..elastic_max_gpus,
     for traces that carry no range of their own."""
     elastic_max_gpus: int = 64
+    opt_in_fraction: float = 0.0
+    """Share of jobs (drawn with the seed) that opted in to restarts at their own GPU count
+    (`--rl-elastic` without a range: they checkpoint, so the daemon may requeue them). With
+    restart_rules only these, the jobs made elastic (`elastic_fraction`) and the jobs a trace
+    marks elastic are ever preempted or resized; how many users opt in is a scenario's
+    choice. 0 (the default): a trace's own jobs as they are."""
     seed: int = 0
     audit: bool = False
     """Check the whole cluster state after every event (slow; tests turn it on). Cheap
@@ -291,6 +300,8 @@ class EngineConfig:
             raise ValueError("decide_on_events = false needs tick_s > 0")
         if not 0.0 <= self.elastic_fraction <= 1.0:
             raise ValueError(f"elastic_fraction must be in [0, 1], got {self.elastic_fraction}")
+        if not 0.0 <= self.opt_in_fraction <= 1.0:
+            raise ValueError(f"opt_in_fraction must be in [0, 1], got {self.opt_in_fraction}")
         if self.elastic_max_gpus <= 0:
             raise ValueError("elastic_max_gpus must be positive")
 
@@ -308,6 +319,21 @@ class EngineConfig:
         """Whether restarts go through the grace and requeue steps (else they are immediate,
         with the restore delay alone)."""
         return self.restart_grace_s > 0 or self.requeue_s > 0
+
+    def restarts_line(self) -> str:
+        """How running jobs are restarted, in one line for a report: whose, how often and at
+        what cost."""
+        steps = (f"grace {self.restart_grace_s:g} s, requeue {self.requeue_s:g} s, restore "
+                 f"{self.restart_delay_s:g} s")
+        if not self.restart_rules:
+            return (f"restarts free: any running job, whenever the policy asks (not what the "
+                    f"daemon does live); {steps}")
+        opted = [f"{name} {share:g}" for name, share in (
+            ("opt-in share", self.opt_in_fraction), ("elastic share", self.elastic_fraction))
+            if share > 0]
+        return ("restarts as the daemon makes them: jobs that opted in only (the trace's"
+                + (", " + ", ".join(opted) if opted else "; none drawn")
+                + f"), at most {self.max_restarts_per_hour} a job an hour; {steps}")
 
 
 T = TypeVar("T")

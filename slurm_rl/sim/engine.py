@@ -6,8 +6,8 @@ together, then the policy is asked once (`decide`), its Decision applied, and on
 pass (priority order + EASY backfill, see `backfill.py`) starts what can start. The loop is
 split SimPy-style: `step()` runs to the next decision point and returns it, `apply()` answers
 it, `run(until)` is built on the two (a gym environment steps it: slurm_rl/rl/env.py).
-Nothing here draws random numbers except the choice of jobs made elastic (`elastic_fraction`),
-which is seeded.
+Nothing here draws random numbers except the choice of jobs made elastic (`elastic_fraction`)
+or opted in to restarts (`opt_in_fraction`), which is seeded.
 
 How a Decision is applied (`Simulator._apply`, the model of what Slurm would do with the
 daemon's actions):
@@ -20,18 +20,19 @@ daemon's actions):
   `restart_model.py`) a preemption or a resize is the checkpoint signal: the job keeps its
   GPUs and makes no progress for the grace step, is then requeued (GPUs free) and may start
   again requeue_s later (a resize: at its new count ahead of the queue if that fits then),
-  paying the restore step when it does. A job in the requeue step is in no snapshot (live it
-  is neither running nor pending yet); one in the grace step is seen running, and a second
-  restart of it is ignored (noted);
-- with `restart_rules`, only the restarts the daemon would make live (EngineConfig);
+  paying the restore step when it does. A job in the requeue step is shown pending and held
+  (live, requeue-held until the daemon releases it); one in the grace step is seen running,
+  and a second restart of it is ignored (noted);
+- with `restart_rules` (the default), only the restarts the daemon would make live: jobs that
+  opted in, the gain and the hourly cap (EngineConfig); without, every one that fits;
 - order last: ranks for pending jobs (lower first, ties in submit order); pending jobs the
   decision does not mention rank after all mentioned ones, in submit order. A JobOrder's GPU
   count applies to jobs with an intent GPU range (clamped into it and to the cluster).
 Anything invalid is ignored and counted in `SimResult.notes`. The daemon applies all four
 too: priorities and pending jobs' GPU counts, and resizes and preemptions of running jobs that
 opted in with `--rl-elastic`, by requeueing them (daemon/resize.py, daemon/preempt.py;
-docs/daemon.md); here a resize or a preemption is the model of that requeue (`restart_rules`
-adds the daemon's own rules).
+docs/daemon.md); here a resize or a preemption is the model of that requeue, and
+`restart_rules` the daemon's own rules for it.
 
 The engine owns its parts: the cluster's free map (`cluster.py`), the snapshot builder
 (`snapshots.py`, which also builds the oracle) and the event heap with its timers
@@ -755,7 +756,7 @@ class Simulator:
         """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
         `gpus`), or "" if it would."""
         if job.intent is None or not job.intent.elastic:
-            return "not elastic"
+            return "not opted in (--rl-elastic)"
         log = self._restart_log.setdefault(job.id, [])
         while log and log[0] <= self.now - HOUR_S:
             log.pop(0)

@@ -260,10 +260,12 @@ def evaluate(scenarios_path: Path, out_dir: Path | None, workers: int | None, no
     finally:
         runner.close()
     runs = [{k: v for k, v in r.items() if not k.startswith("_")} for r in results]
+    restarts = from_table(EngineConfig, {**sc.engine, "nodes": 1, "gpus_per_node": 1},
+                          where="engine").restarts_line()
     (out / "results.json").write_text(json.dumps(
-        {"scenarios": str(scenarios_path), "title": sc.evaluate.title, "runs": runs},
-        indent=2) + "\n")
-    table = report.markdown_table(runs, sc.evaluate.title)
+        {"scenarios": str(scenarios_path), "title": sc.evaluate.title, "restarts": restarts,
+         "runs": runs}, indent=2) + "\n")
+    table = report.markdown_table(runs, sc.evaluate.title, restarts)
     (out / "results.md").write_text(table)
     written = report.plots(results, out)
     click.echo(table)

@@ -176,32 +176,37 @@ def gpu_range(job: SimJob, capacity: int) -> tuple[int, int] | None:
     return max(lo, 1), min(max(hi, 1), capacity)
 
 
-def _intent(t: TraceJob, elastic: bool, cfg: EngineConfig) -> Intent | None:
+def _intent(t: TraceJob, elastic: bool, opted: bool, cfg: EngineConfig) -> Intent | None:
+    """The job's intent: `elastic` gives it a GPU range (and opts it in), `opted` opts it in to
+    restarts at its own count."""
     lo, hi = t.gpus_min, t.gpus_max
     if elastic:
         lo, hi = 1, max(t.gpus, min(cfg.elastic_max_gpus, cfg.capacity))
-    if (t.deadline is None and lo is None and hi is None and not (elastic or t.elastic)
+    opted = elastic or opted or t.elastic
+    if (t.deadline is None and lo is None and hi is None and not opted
             and t.total_steps is None and t.model is None):
         return None
     if hi is not None:
         hi = min(hi, cfg.capacity)
-    return Intent(deadline=t.deadline, gpus_min=lo, gpus_max=hi, elastic=elastic or t.elastic,
+    return Intent(deadline=t.deadline, gpus_min=lo, gpus_max=hi, elastic=opted,
                   total_steps=t.total_steps, model=t.model, batch_size=t.batch_size)
 
 
 def make_jobs(trace: Sequence[TraceJob], cfg: EngineConfig) -> tuple[list[SimJob], int]:
     """The trace's jobs in submit order, with intents, time limits and GPU counts that the
     cluster can hold; and how many were dropped as wider than the cluster. The seed picks the
-    jobs made elastic (`elastic_fraction`) and, under the tsafrir time-limit model, the limit
-    of each job (from its id and submit time, whatever the window)."""
+    jobs made elastic (`elastic_fraction`) and opted in to restarts (`opt_in_fraction`) and,
+    under the tsafrir time-limit model, the limit of each job (from its id and submit time,
+    whatever the window)."""
     rng = random.Random(cfg.seed)
     jobs: list[SimJob] = []
     dropped = 0
     for t in sorted(trace, key=lambda j: j.submit):
         elastic = cfg.elastic_fraction > 0 and rng.random() < cfg.elastic_fraction
+        opted = cfg.opt_in_fraction > 0 and rng.random() < cfg.opt_in_fraction
         limit = t.time_limit_s or cfg.time_limit.for_job(t.duration, f"{t.id}@{t.submit!r}",
                                                          cfg.seed)
-        job = SimJob(len(jobs), t, limit=limit, intent=_intent(t, elastic, cfg))
+        job = SimJob(len(jobs), t, limit=limit, intent=_intent(t, elastic, opted, cfg))
         rng_gpus = gpu_range(job, cfg.capacity)
         if (rng_gpus[0] if rng_gpus else t.gpus) > cfg.capacity:
             dropped += 1  # could never run here

@@ -28,10 +28,12 @@ def _h(seconds: float | None) -> str:
     return "–" if seconds is None else f"{seconds / 3600:.2f}"
 
 
-def markdown_table(runs: Sequence[dict[str, Any]], title: str) -> str:
-    """One row per trace x load x policy, means over seeds. JCTs in hours."""
+def markdown_table(runs: Sequence[dict[str, Any]], title: str, restarts: str = "") -> str:
+    """One row per trace x load x policy, means over seeds. JCTs in hours. `restarts`: how
+    running jobs were restarted (EngineConfig.restarts_line), said under the title."""
     lines = [
         f"## {title}", "",
+        *([f"{restarts[:1].upper()}{restarts[1:]}.", ""] if restarts else []),
         "JCT figures in hours, means over seeds; *oracle* policies read true durations "
         "(references, not schedulers).", "",
         "| trace | target load | offered load | nodes | policy | seeds | avg JCT | p50 | p95 | "

@@ -189,7 +189,8 @@ def test_tiresias_in_the_simulator_as_before(options: dict[str, Any], count: int
     folder = resources.files("slurm_rl") / "data" / "traces"
     jobs = trace.window(trace.load(str(folder / "itp-deadline-cluster01.csv"),
                                    "itp-deadline").jobs, 0, count)
-    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4)
+    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4,
+                          restart_rules=False)  # free: the preemptive path compared
     old = Simulator(jobs, ref.Tiresias(**options), config).run()
     new = Simulator(jobs, make("tiresias", **options), config).run()
     assert new.preemptions > 0

@@ -37,7 +37,8 @@ def _same(old: Any, new: Any) -> None:
 def test_gittins_in_the_simulator_as_before(options: dict[str, Any], count: int, load: float,
                                             cluster: str) -> None:
     jobs = _window(count, cluster)
-    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4)
+    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4,
+                          restart_rules=False)  # free: the preemptive path compared
     old = Simulator(jobs, ref.Gittins(**options), config).run()
     new = Simulator(jobs, make("gittins", **options), config).run()
     assert new.preemptions > 0
@@ -49,7 +50,8 @@ def test_gittins_in_the_simulator_as_before(options: dict[str, Any], count: int,
 def test_sjf_in_the_simulator_as_before(options: dict[str, Any], count: int,
                                         load: float) -> None:
     jobs = _window(count, "06")
-    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4)
+    config = EngineConfig(nodes=trace.nodes_for_load(jobs, load, 4), gpus_per_node=4,
+                          restart_rules=False)  # free: the preemptive path compared
     _same(Simulator(jobs, ref.Sjf(**options), config).run(),
           Simulator(jobs, make("sjf", **options), config).run())
 
@@ -108,7 +110,8 @@ def test_running_changes_tell_what_started_and_stopped() -> None:
     # tiresias preempts (requeued jobs: stopped, pending again, restarted); the watcher sees
     # the same snapshots as the policy
     jobs = _window(300, "01")
-    config = EngineConfig(nodes=trace.nodes_for_load(jobs, 1.0, 4), gpus_per_node=4)
+    config = EngineConfig(nodes=trace.nodes_for_load(jobs, 1.0, 4), gpus_per_node=4,
+                          restart_rules=False)  # free: every start and stop
     watch, policy = _Watch(), make("tiresias")
 
     class Both:

@@ -23,6 +23,12 @@ ONE_STEP = {"restart_grace_s": 0.0, "requeue_s": 0.0}
 alone), for tests whose expected times are worked out in it."""
 
 
+FREE = {"restart_rules": False}
+"""Free restarts: every preemption and resize that fits is applied, to any running job (the
+engine's default is the daemon's rules: only jobs that opted in), for tests of the restart
+mechanics themselves."""
+
+
 def run(jobs: Sequence[TraceJob], policy: object, nodes: int = 1, gpus_per_node: int = 4,
         **cfg: object) -> SimResult:
     config = EngineConfig(nodes=nodes, gpus_per_node=gpus_per_node, audit=True, **cfg)  # type: ignore[arg-type]

@@ -41,7 +41,7 @@ def test_a_job_that_finishes_in_its_grace_step_completes_and_is_not_restarted() 
     # a is signalled at 97 with 3 s of work left and a 5 s grace: it ends at 100, not after a
     # requeue and restore, and the preemption does not count.
     jobs = [job("a", 0, 100, 4), job("t", 97, 1, 4)]
-    r = run(jobs, asks({97.0: None}), tick_s=0, **STEPS)
+    r = run(jobs, asks({97.0: None}), tick_s=0, restart_rules=False, **STEPS)
     assert by_id(r)["a"] == (0, 100)
     assert (r.preemptions, r.jobs[0].restarts) == (0, 0)
     assert r.notes == {"restart void: the job finished in its grace step": 1}
@@ -49,7 +49,7 @@ def test_a_job_that_finishes_in_its_grace_step_completes_and_is_not_restarted() 
 
 def test_a_job_with_more_work_than_its_grace_is_restarted() -> None:
     jobs = [job("a", 0, 100, 4), job("t", 90, 1, 4)]
-    r = run(jobs, asks({90.0: None}), tick_s=0, **STEPS)
+    r = run(jobs, asks({90.0: None}), tick_s=0, restart_rules=False, **STEPS)
     assert (r.preemptions, r.jobs[0].restarts) == (1, 1)
     assert by_id(r)["a"][1] == 90 + GRACE + REQUEUE + RESTORE + 10
 
@@ -77,6 +77,6 @@ def test_the_count_asked_for_during_the_grace_is_the_one_restarted_at() -> None:
 
 def test_without_the_rules_the_signalled_count_stands() -> None:
     jobs = [elastic("a", 0, 1000), job("t", 10, 1, 1), job("b", 12, 500, 2)]
-    r = run(jobs, asks({10.0: 4, 12.0: 2}), tick_s=0, **STEPS)
+    r = run(jobs, asks({10.0: 4, 12.0: 2}), tick_s=0, restart_rules=False, **STEPS)
     a = next(j for j in r.jobs if j.job_id == "a")
     assert (r.resizes, a.gpus) == (1, 4)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from sim_helpers import ONE_STEP, FakePolicy, by_id, job, run
+from sim_helpers import FREE, ONE_STEP, FakePolicy, by_id, job, run
 
 from slurm_rl.cli import main as cli_main
 from slurm_rl.core import ClusterSnapshot, Decision, JobOrder, JobState, Preempt, Resize
@@ -17,7 +17,8 @@ from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.restart_model import RestartModel, read_restart_model
 
 GRACE, REQUEUE, RESTORE = 5.0, 3.0, 7.0
-STEPS = {"restart_grace_s": GRACE, "requeue_s": REQUEUE, "restart_delay_s": RESTORE}
+STEPS = {"restart_grace_s": GRACE, "requeue_s": REQUEUE, "restart_delay_s": RESTORE,
+         **FREE}  # the steps of any job's restart (the rules: tests/sim/test_restart_rules.py)
 
 
 def preempt_a_at(t: float) -> FakePolicy:
@@ -109,10 +110,12 @@ def test_the_defaults_are_the_measured_steps() -> None:
     cfg = EngineConfig(nodes=1, gpus_per_node=1)
     assert (cfg.restart_grace_s, cfg.requeue_s, cfg.restart_delay_s) == (60.0, 0.9, 30.0)
     assert cfg.restart_cost_s == pytest.approx(90.9)
+    # ... under the daemon's rules: only jobs that opted in, at most 2 restarts an hour
+    assert (cfg.restart_rules, cfg.max_restarts_per_hour, cfg.opt_in_fraction) == (True, 2, 0.0)
     # a (200 s) is signalled at 40 and holds its GPUs until the requeue at 100; d starts then
     # and ends at 101, a may start at 100.9, starts at 101, restores until 131 and its 160 s
     # left end at 291 (the 40 s done before the signal survive; the grace's 60 s are lost).
-    jobs = [job("a", 0, 200, 4), job("d", 40, 1, 4)]
+    jobs = [job("a", 0, 200, 4, elastic=True), job("d", 40, 1, 4)]
     r = run(jobs, preempt_a_at(40), tick_s=0)
     assert by_id(r) == {"a": (0, 291), "d": (100, 101)}
     assert runs_of(r, "a") == [(0, 100), (101, 291)]
@@ -130,7 +133,7 @@ def test_without_grace_and_requeue_a_restart_is_the_single_delay() -> None:
         order = (JobOrder(job_id=pend[0].id, rank=0),) if pend else ()
         return Decision(policy="p", preemptions=d.preemptions, order=order)
 
-    r = run(jobs, FakePolicy(fn), tick_s=0, **ONE_STEP)
+    r = run(jobs, FakePolicy(fn), tick_s=0, **ONE_STEP, **FREE)
     assert EngineConfig(nodes=1, gpus_per_node=1, **ONE_STEP).restart_cost_s == 30.0
     assert by_id(r) == {"a": (0, 41 + 30 + 60), "d": (40, 41)}
 
@@ -194,7 +197,7 @@ def test_simulate_with_a_restart_model_equals_the_same_steps_as_options(tmp_path
     p = write(tmp_path, "[restart]\ngrace_s = 60\nrequeue_s = 2\nrestore_s = 1\n")
     base = ["simulate", "--trace", "data:itp-deadline-cluster02.csv", "--format",
             "itp-deadline", "--window", "0:300", "--policy", "tiresias", "--load", "1.2",
-            "--json"]
+            "--opt-in-fraction", "0.5", "--json"]
     runner = CliRunner()
     by_file = runner.invoke(cli_main, [*base, "--restart-model", str(p)])
     by_options = runner.invoke(cli_main, [*base, "--restart-grace", "60", "--requeue-time", "2",

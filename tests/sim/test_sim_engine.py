@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 import pytest
-from sim_helpers import ONE_STEP, FakePolicy, OrderOnlyFakePolicy, by_id, job, run
+from sim_helpers import FREE, ONE_STEP, FakePolicy, OrderOnlyFakePolicy, by_id, job, run
 
 from slurm_rl import perfmodel
 from slurm_rl.core import (
@@ -47,7 +47,7 @@ def test_preemption_keeps_progress_and_pays_the_restart_delay() -> None:
         return Decision(policy="p")
 
     r = run([job("a", 0, 100), job("b", 40, 10)], FakePolicy(fn), nodes=1, gpus_per_node=1,
-            restart_delay_s=30, **ONE_STEP)
+            restart_delay_s=30, **ONE_STEP, **FREE)
     assert by_id(r) == {"a": (0, 140), "b": (40, 50)}  # 40 done, 50 + 30 + 60 = 140
     assert [j.restarts for j in r.jobs] == [1, 0]
     assert [(i.job_id, i.start, i.end) for i in r.intervals] == [
@@ -164,7 +164,8 @@ def test_snapshot_views() -> None:
     jobs = [job("a", 0, 100, 2, total_steps=1000, deadline=500.0), job("b", 50, 10, 4),
             job("c", 55, 10, 4)]
     policy = OracleFakePolicy(fn)
-    r = run(jobs, policy, nodes=1, gpus_per_node=4, restart_delay_s=20, tick_s=0, **ONE_STEP)
+    r = run(jobs, policy, nodes=1, gpus_per_node=4, restart_delay_s=20, tick_s=0, **ONE_STEP,
+            **FREE)
     at = {s.time: s for s in seen}
     a = ids(at[50], JobState.RUNNING)["a"]
     assert a.attained_gpu_s == 100.0 and a.start_time == 0 and a.gpus == 2

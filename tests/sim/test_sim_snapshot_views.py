@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from sim_helpers import ONE_STEP, FakePolicy, job, run
+from sim_helpers import FREE, ONE_STEP, FakePolicy, job, run
 
 from slurm_rl.core import ClusterSnapshot, Decision, JobView, Preempt
 from slurm_rl.policies.capacity import Capacity
@@ -38,7 +38,8 @@ def test_running_ids_read_at_every_call_are_the_running_jobs() -> None:
     p = FakePolicy(fn)
     jobs = [job(i, submit=7.0 * i, duration=30.0 + 11 * (i % 5), gpus=(1, 2, 4, 8, 3)[i % 5])
             for i in range(20)]
-    r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0, **ONE_STEP)
+    r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0, **ONE_STEP,
+            **FREE)
     assert r.preemptions == 3 and len(checked) > 30 and max(checked) > 2
 
 
@@ -53,7 +54,8 @@ def test_sim_snapshots_answer_like_plain_ones() -> None:
     p = FakePolicy(fn)
     jobs = [job(i, submit=10.0 * i, duration=40.0 + 15 * (i % 4), gpus=(1, 2, 4, 8, 3)[i % 5],
                 total_steps=None if i % 3 == 0 else 100 * (i + 1)) for i in range(14)]
-    r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0, **ONE_STEP)
+    r = run(jobs, p, nodes=3, gpus_per_node=4, tick_s=5.0, restart_delay_s=5.0, **ONE_STEP,
+            **FREE)
     assert r.preemptions == 2 and len(p.seen) > 20
     predicted = [x for s in p.seen for x in s.running_predicted]
     assert None in predicted and len({x for x in predicted if x is not None}) > 10
