@@ -123,6 +123,12 @@ class JobView:
     attained_gpu_s: float = 0.0
     """GPU-seconds the job has received so far (for least-attained-service policies)."""
     restarts: int = 0
+    restartable: bool = True
+    """Whether a requeue or resize of this running job would be carried out: the daemon sets
+    it to whether the job opted in to restarts (`--rl-elastic`), the one rule of its own that
+    a policy can know in advance (daemon/preempt.py checks the rest when it acts); the
+    simulator to the same under its restart rules, True for every job with free restarts. A
+    policy that plans requeues for a job whose requeue would be refused gains nothing by it."""
     claim_ratio: float = 1.0
     """The owner's record, by which the sizes this job claims are stretched: how many times
     longer than claimed their recent jobs ran (1: no record, or claims that held; inf: claims

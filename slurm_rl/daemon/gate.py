@@ -180,9 +180,9 @@ class Gate:
                         records = {e.record.job_id: e.record for e in polled.entries.values()}
                     rec = records.get(job.id)
                     managed = self.adapter.scope(rec, False) if rec is not None else False
-                    job = replace(job, intent=None, managed=managed)
+                    job = replace(job, intent=None, managed=managed, restartable=False)
                 else:
-                    job = replace(job, intent=first)
+                    job = replace(job, intent=first, restartable=first.elastic)
             try:
                 job, found = vet(job, self.grants, limits, self.assoc)
             except Exception as exc:  # a bug here must cost one job, not the cycle

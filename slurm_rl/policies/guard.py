@@ -9,7 +9,11 @@ them, for days. The guard bounds that structurally, with a rule an admin can rea
   requeue running jobs for it now: `gittins` ranks it more than (1 + its margin) times above
   running jobs it may preempt whose current run has lasted `victim_run_s` (6 h, past which
   `rl` never requeues a run itself), and stopping those jobs frees room for it (free GPUs and
-  node layout counted as the fallback's own preemption plan counts them).
+  node layout counted as the fallback's own preemption plan counts them). Only runs whose
+  requeue would be carried out count (`JobView.restartable`: live, jobs that opted in with
+  `--rl-elastic`): a job that waits behind runs nobody may requeue gets nothing from the
+  fallback, and putting it first with requeues that are refused made `rl` slower than `sjf`
+  where no job opted in (docs/evaluation.md, "Under the daemon's rules").
 
 What the guard then does (`mode`):
 - override (the default): the learned policy's decision stands, except that the jobs
@@ -126,7 +130,7 @@ def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig
     ran = now - run_s
     victims = [v for v in snapshot.running
                if (run_s <= 0 or (v.start_time is not None and v.start_time <= ran))
-               and fallback.may_preempt(v)]
+               and v.restartable and fallback.may_preempt(v)]
     if not victims:
         return None
     k = 1.0 + fallback.margin

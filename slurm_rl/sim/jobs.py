@@ -41,7 +41,7 @@ class SimJob:
         "state", "submitted", "first_start", "end", "run_start", "progress_from", "rate",
         "alloc", "done", "attained", "restarts", "needs_delay", "version", "rank",
         "planned_end", "last_rate", "last_update", "view", "view_static", "_rates", "min_gpus",
-        "restart", "restart_done",
+        "restart", "restart_done", "restartable",
     )
 
     def __init__(self, seq: int, trace: TraceJob, *, limit: float, intent: Intent | None) -> None:
@@ -78,6 +78,8 @@ class SimJob:
         """Fields of the running view that are fixed for the current run (None: stale)."""
         self._rates: dict[int, float] = {}
         self.min_gpus: int | None = None
+        self.restartable = True
+        """Whether the engine would restart the job (its restart rules: it opted in)."""
         """Smallest count of the job's GPU range (None: no range)."""
         self.restart: Restart | None = None
         """A restart under way in the per-step model (EngineConfig.restart_grace_s,
@@ -156,6 +158,7 @@ class SimJob:
                 "state": JobState.RUNNING, "submit_time": t.submit, "start_time": self.run_start,
                 "time_limit_s": self.limit_at(self.gpus), "gpus": self.gpus,
                 "nodes": len(self.alloc), "intent": self.intent, "restarts": self.restarts,
+                "restartable": self.restartable,
                 "placement": tuple([(node_name(n), g) for n, g in self.alloc]),
                 "_run": Run(self.run_start, self.progress_from, self.rate, self.done,
                             self.attained, self.gpus, self.total, t.total_steps)}
@@ -207,6 +210,8 @@ def make_jobs(trace: Sequence[TraceJob], cfg: EngineConfig) -> tuple[list[SimJob
         limit = t.time_limit_s or cfg.time_limit.for_job(t.duration, f"{t.id}@{t.submit!r}",
                                                          cfg.seed)
         job = SimJob(len(jobs), t, limit=limit, intent=_intent(t, elastic, opted, cfg))
+        if cfg.restart_rules:  # as the daemon shows it: whether the job opted in
+            job.restartable = job.intent is not None and job.intent.elastic
         rng_gpus = gpu_range(job, cfg.capacity)
         if (rng_gpus[0] if rng_gpus else t.gpus) > cfg.capacity:
             dropped += 1  # could never run here

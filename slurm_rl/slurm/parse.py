@@ -316,6 +316,7 @@ def job_view(record: SqueueRecord, now: float,
         managed=managed(record, decoded.intent is not None),
         intent=decoded.intent, progress=prog, predicted_remaining_s=remaining,
         attained_gpu_s=run_s * record.gpus if record.state.is_running else 0.0,
+        restartable=decoded.intent is not None and decoded.intent.elastic,  # --rl-elastic
         placement=record.placement,
     )
 

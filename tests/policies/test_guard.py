@@ -36,15 +36,19 @@ def test_a_job_that_waited_behind_a_long_run_the_fallback_would_requeue_starves(
 
 
 @pytest.mark.parametrize("case", ["waited too little", "held", "not managed", "no victim",
-                                  "does not fit even so"])
+                                  "does not fit even so", "victim not restartable"])
 def test_what_is_not_starving(case: str) -> None:
     pending = {"waited too little": job("short", submit=NOW - 300),
                "held": job("short", submit=NOW - 700, held=True),
                "not managed": job("short", submit=NOW - 700, managed=False),
                "no victim": job("short", submit=NOW - 700),
-               "does not fit even so": job("short", submit=NOW - 700, gpus=8, nodes=1)}[case]
+               "does not fit even so": job("short", submit=NOW - 700, gpus=8, nodes=1),
+               "victim not restartable": job("short", submit=NOW - 700)}[case]
     other = (running("long", gpus=4, submit=NOW - DAY, start=NOW - DAY,
                      attained_gpu_s=4 * DAY, managed=False) if case == "no victim"
+             else running("long", gpus=4, submit=NOW - DAY, start=NOW - DAY,
+                          attained_gpu_s=4 * DAY, restartable=False)
+             if case == "victim not restartable"  # its requeue would be refused
              else _long())
     assert starving(snap(other, pending, nodes=nodes(4)), Gittins(), W) is None
 
@@ -180,3 +184,22 @@ def test_under_rl_short_jobs_behind_a_full_cluster_wait_little_more_than_under_g
     assert guarded.guard_status().switches >= 1  # type: ignore[attr-defined]
     # and what it guards against: without the guard, rl lets them wait for days
     assert short_wait(jobs, policies.make("rl", guard="off")) > 10 * (rl + 600)
+
+
+def test_under_the_daemons_rules_the_guard_fires_only_for_runs_that_may_be_requeued() -> None:
+    # The burst scenario (long 8-GPU runs, then short jobs) in the engine's default: the
+    # daemon's restart rules. With no job opted in, no requeue the fallback asks for would be
+    # made, so the guard does not fire; with every job opted in it does, as with free restarts.
+    pytest.importorskip("torch")
+    from benchmarks.bench_guard import burst
+    from slurm_rl.sim.config import EngineConfig
+    from slurm_rl.sim.run import Sizing, simulate
+
+    jobs = burst(0)
+    switches = {}
+    for share in (0.0, 1.0):
+        guarded = policies.make("rl")
+        simulate(jobs, guarded, Sizing(gpus_per_node=8, nodes=4),
+                 engine=EngineConfig(nodes=4, gpus_per_node=8, opt_in_fraction=share))
+        switches[share] = guarded.guard_status().switches  # type: ignore[attr-defined]
+    assert switches[0.0] == 0 < switches[1.0], switches

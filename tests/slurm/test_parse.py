@@ -151,8 +151,9 @@ def test_job_view_decodes_intent_and_progress() -> None:
     assert (view.intent.gpus_min, view.intent.gpus_max, view.intent.elastic) == (1, 4, True)
     assert view.progress is not None and view.progress.steps_done == 100
     assert view.predicted_remaining_s == pytest.approx(900 / 2.5)
+    assert view.restartable  # --rl-elastic: the daemon may requeue it
     plain = job_view(rec["4117"], now=0.0, managed=rlsbatch_scope)
-    assert not plain.managed and plain.intent is None
+    assert not plain.managed and plain.intent is None and not plain.restartable
     scoped = job_view(rec["4117"], now=0.0, managed=partitions_scope(frozenset({"gpu"})))
     assert scoped.managed
 
