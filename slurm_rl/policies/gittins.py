@@ -70,8 +70,8 @@ class Gittins:
 
     def may_preempt(self, job: JobView) -> bool:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
-        resizing or suspended)."""
-        return job.managed and job.state is RUNNING
+        resizing or suspended) whose requeue would be carried out (`restartable`)."""
+        return job.managed and job.state is RUNNING and job.restartable
 
     def attained_s(self, job: JobView) -> float:
         """Run time so far at the job's count, restarts' lost time taken off."""
@@ -268,7 +268,7 @@ class _ByPriority:
             self._drop(jid)
         for v in changes.started:
             self._drop(v.id)
-            if v.managed and v.state is RUNNING:
+            if v.managed and v.state is RUNNING and v.restartable:
                 self._add(policy, v, now)
         self.ids, self.time = ids, now
 
@@ -336,7 +336,7 @@ class _ByPriority:
         self.order, self.heap = [], []
         now = snapshot.time
         for v in snapshot.running:
-            if v.managed and v.state is RUNNING:
+            if v.managed and v.state is RUNNING and v.restartable:
                 self._add(policy, v, now, sort=False)
         self.order.sort(key=_key)
         heapify(self.heap)

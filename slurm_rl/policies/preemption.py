@@ -240,9 +240,9 @@ def plan_by_level(
 
 
 def may_preempt(job: JobView) -> bool:
-    """Whether a policy may requeue `job`: managed and plainly RUNNING (not completing,
-    resizing or suspended)."""
-    return job.managed and job.state is JobState.RUNNING
+    """Whether a policy may requeue `job`: managed, plainly RUNNING (not completing, resizing
+    or suspended) and restartable (a requeue of it would be carried out: live, it opted in)."""
+    return job.managed and job.state is JobState.RUNNING and job.restartable
 
 
 def preemptable(snapshot: ClusterSnapshot) -> list[JobView]:

@@ -54,9 +54,9 @@ class SrtfBase:
 
     def may_preempt(self, job: JobView) -> bool:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
-        resizing or suspended); among them only those with a known true duration are ever
-        stopped."""
-        return job.managed and job.state is JobState.RUNNING
+        resizing or suspended) whose requeue would be carried out (`restartable`); among them
+        only those with a known true duration are ever stopped."""
+        return job.managed and job.state is JobState.RUNNING and job.restartable
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         jobs = managed_pending(snapshot)

@@ -174,8 +174,8 @@ class Tiresias:
 
     def may_preempt(self, job: JobView) -> bool:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
-        resizing or suspended)."""
-        return job.managed and job.state is RUNNING
+        resizing or suspended) whose requeue would be carried out (`restartable`)."""
+        return job.managed and job.state is RUNNING and job.restartable
 
     def _service(self, job: JobView) -> float:
         """Attained GPU-seconds since the job's last promotion."""

@@ -57,7 +57,9 @@ RESTARTS = (ActionKind.PREEMPT_SIGNAL, ActionKind.PREEMPT_REQUEUE, ActionKind.PR
 
 class OwnJobsView:
     """TEST DOUBLE: shows the real `policy` only this test's jobs and the nodes they are pinned
-    to (the shared cluster's other jobs would make its choice unpredictable)."""
+    to (the shared cluster's other jobs would make its choice unpredictable), each shown as
+    restartable: a policy that asks to requeue a job that did not opt in, which the daemon
+    must refuse (the real policy, told, would not ask)."""
 
     def __init__(self, policy: Policy, prefix: str, nodes: tuple[str, ...]) -> None:
         self.policy = policy
@@ -67,7 +69,8 @@ class OwnJobsView:
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         return self.policy.decide(replace(
-            snapshot, jobs=tuple(j for j in snapshot.jobs if j.name.startswith(self.prefix)),
+            snapshot, jobs=tuple(replace(j, restartable=True) for j in snapshot.jobs
+                                 if j.name.startswith(self.prefix)),
             nodes=tuple(n for n in snapshot.nodes if n.name in self.nodes)))
 
 

@@ -204,7 +204,7 @@ class RLPreempting(LearnedOrder):
         each full rescore)."""
         r, most, wide, running = (self.protect_run_s, self.max_restarts, self.protect_gpus,
                                   JobState.RUNNING)
-        return [v for v in jobs if v.managed and v.state is running
+        return [v for v in jobs if v.managed and v.state is running and v.restartable
                 and (most is None or v.restarts < most) and (wide is None or v.gpus < wide)
                 and (r is None or v.start_time is None or now - v.start_time < r)]
 
