@@ -137,3 +137,27 @@ def test_the_kept_gate_admits_what_a_fresh_one_does(tmp_path: Path, seed: int) -
     assert events(sessions[0])  # the sequence did find something to correct
     for s in sessions:
         s.close()
+
+
+def test_a_first_intent_sets_whether_the_job_may_be_restarted(tmp_path: Path) -> None:
+    # A running job may be requeued only if it opted in (--rl-elastic) with the intent the
+    # daemon believes: the one first seen. A tag added later is not believed, and a first
+    # intent that opted in stands when the tag is later changed.
+    engine = make_engine(tmp_path / "g.db")
+    upgrade(engine)
+    session = make_session_factory(engine)()
+    late = JobView(id=JobId("1"), user="alice", partition="gpu", submit_time=1000.0,
+                   state=JobState.RUNNING, gpus=1, managed=True,
+                   intent=Intent(elastic=True), restartable=True)
+    first = JobView(id=JobId("2"), user="alice", partition="gpu", submit_time=1000.0,
+                    state=JobState.RUNNING, gpus=1, managed=True,
+                    intent=Intent(deadline=1500.0), restartable=False)
+    polled = Polled(now=1100.0, jobs=(late, first), changed=(), user_comments={},
+                    nodes=NODES, gpus_per_job=frozenset(), entries={})
+    upsert_jobs(session, [late, first], now=1100.0, user_comments={})
+    got = gate(Answers()).admit(session, polled, {JobId("1"): None,
+                                                   JobId("2"): Intent(elastic=True)}, 1100.0)
+    by_id = {v.id: v for v in got.jobs}
+    assert by_id[JobId("1")].intent is None and not by_id[JobId("1")].restartable
+    assert by_id[JobId("2")].restartable
+    session.close()
