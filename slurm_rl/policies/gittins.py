@@ -38,6 +38,7 @@ from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.gittins_table import GittinsTable
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import Ranked, managed_pending, orders
+from slurm_rl.policies.preemption import may_preempt as requeueable
 from slurm_rl.policies.preemption import plan_preemptions_by_prefix
 
 NAME = "gittins"
@@ -71,7 +72,7 @@ class Gittins:
     def may_preempt(self, job: JobView) -> bool:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
         resizing or suspended) whose requeue would be carried out (`restartable`)."""
-        return job.managed and job.state is RUNNING and job.restartable
+        return requeueable(job)
 
     def attained_s(self, job: JobView) -> float:
         """Run time so far at the job's count, restarts' lost time taken off."""

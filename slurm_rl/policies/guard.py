@@ -130,7 +130,7 @@ def starvation(snapshot: ClusterSnapshot, fallback: Gittins, config: GuardConfig
     ran = now - run_s
     victims = [v for v in snapshot.running
                if (run_s <= 0 or (v.start_time is not None and v.start_time <= ran))
-               and v.restartable and fallback.may_preempt(v)]
+               and fallback.may_preempt(v)]
     if not victims:
         return None
     k = 1.0 + fallback.margin

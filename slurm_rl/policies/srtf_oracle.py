@@ -14,12 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView
 from slurm_rl.policies.capabilities import Oracle
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import managed_pending, orders, submit_key
+from slurm_rl.policies.preemption import may_preempt as requeueable
 from slurm_rl.policies.preemption import plan_preemptions
 from slurm_rl.policies.sjf_oracle import true_remaining
 
@@ -56,7 +57,7 @@ class SrtfBase:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
         resizing or suspended) whose requeue would be carried out (`restartable`); among them
         only those with a known true duration are ever stopped."""
-        return job.managed and job.state is JobState.RUNNING and job.restartable
+        return requeueable(job)
 
     def decide(self, snapshot: ClusterSnapshot) -> Decision:
         jobs = managed_pending(snapshot)

@@ -42,6 +42,7 @@ from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.formatting import fmt_dur
 from slurm_rl.policies.options import build
 from slurm_rl.policies.ordering import latest_first, orders, submit_key
+from slurm_rl.policies.preemption import may_preempt as requeueable
 from slurm_rl.policies.preemption import plan_by_level
 
 NAME = "tiresias"
@@ -175,7 +176,7 @@ class Tiresias:
     def may_preempt(self, job: JobView) -> bool:
         """Preempting (capabilities.py): managed, plainly RUNNING jobs (not completing,
         resizing or suspended) whose requeue would be carried out (`restartable`)."""
-        return job.managed and job.state is RUNNING and job.restartable
+        return requeueable(job)
 
     def _service(self, job: JobView) -> float:
         """Attained GPU-seconds since the job's last promotion."""

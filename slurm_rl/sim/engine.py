@@ -755,7 +755,7 @@ class Simulator:
     def _refused(self, job: SimJob, gpus: int | None) -> str:
         """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
         `gpus`), or "" if it would."""
-        if job.intent is None or not job.intent.elastic:
+        if not job.restartable:  # (under the rules: whether it opted in, sim/jobs.py)
             return "not opted in (--rl-elastic)"
         log = self._restart_log.setdefault(job.id, [])
         while log and log[0] <= self.now - HOUR_S:
