@@ -36,7 +36,7 @@ from slurm_rl.inference import cluster as cl
 from slurm_rl.inference import plan
 from slurm_rl.inference.experiments import DEFAULT_CHECKPOINT
 from slurm_rl.inference.profile import Profile, resolve
-from slurm_rl.inference.schedulers import EarliestFinish, Scheduler
+from slurm_rl.inference.schedulers import EarliestFinish, RequestPlan, Scheduler
 
 # float32 elements: the done message (1), 1 kB, 10 kB, MobileNet's 100 kB and 400 kB
 # activations, 1.6 MB, VGG's largest (3.2 MB)
@@ -54,7 +54,7 @@ def placement(args: argparse.Namespace) -> None:
 
     agent = dqn.QScheduler(dqn.load(args.checkpoint)[0])
     load_ms = (time.perf_counter() - t0) * 1e3
-    scheds: list[Scheduler] = [agent, EarliestFinish()]
+    scheds: list[Scheduler] = [agent, EarliestFinish(), RequestPlan()]
     print(f"{len(prof.layers)} layers on {cluster.n} devices; checkpoint {args.checkpoint.name} "
           f"loaded in {load_ms:.0f} ms (torch import included)")
     for s in scheds:
@@ -64,7 +64,7 @@ def placement(args: argparse.Namespace) -> None:
             p = plan.place(prof, cluster, s)
             wall.append((time.perf_counter() - t) * 1e3)
             cpu.append((time.process_time() - c) * 1e3)
-        print(f"{s.name:8s} placement: CPU median {statistics.median(cpu):.2f} ms, wall median "
+        print(f"{s.name:12s} placement: CPU median {statistics.median(cpu):.2f} ms, wall median "
               f"{statistics.median(wall):.2f} ms (max {max(wall):.2f}) per model "
               f"({len(p.stages)} stages, predicted latency {p.latency_s * 1e3:.3f} ms)")
 

@@ -32,6 +32,7 @@ from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Lookahead,
+    RequestPlan,
     Scheduler,
     WholeModel,
     metrics,
@@ -68,7 +69,7 @@ def instances(count: int, seed: int = 2026) -> list[dict[str, Any]]:
 
 def schedulers() -> dict[str, Scheduler]:
     out: dict[str, Scheduler] = {"heft": EarliestFinish(), "lookahead": Lookahead(),
-                                 "whole": WholeModel()}
+                                 "request-plan": RequestPlan(), "whole": WholeModel()}
     from slurm_rl.inference import dqn, experiments  # torch: only the benchmark needs it
 
     for agent, label in experiments.AGENTS.items():

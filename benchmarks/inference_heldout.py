@@ -30,6 +30,7 @@ from slurm_rl.inference import heldout as ho  # noqa: E402
 from slurm_rl.inference.schedulers import (  # noqa: E402
     EarliestFinish,
     Lookahead,
+    RequestPlan,
     Scheduler,
     WholeModel,
     metrics,
@@ -90,8 +91,8 @@ def run_cells(settings: Sequence[ho.Setting], schedulers: dict[str, tuple[str, S
     for s in settings:
         lat: dict[str, float] = {}
         for name, (_, sched) in schedulers.items():
-            if isinstance(sched, WholeModel):
-                sched = WholeModel()
+            if isinstance(sched, WholeModel | RequestPlan):
+                sched = type(sched)()
             sim = InferenceSim(s.cluster, [s.profile],
                                StreamConfig(tasks=tasks, load=s.load, seed=s.seed))
             lat[name] = metrics(run_episode(sim, sched), sim.dropped).mean_s
@@ -141,7 +142,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     scheds: dict[str, tuple[str, Scheduler]] = {
         "heft": ("heft", EarliestFinish()), "lookahead": ("lookahead", Lookahead()),
-        "whole": ("whole", WholeModel())}
+        "whole": ("whole", WholeModel()),
+        "request-plan": ("request-plan", RequestPlan())}
     try:
         scheds |= _agents(a.drm, "drm-dql") | _agents(a.vanilla, "vanilla-dql")
     except ValueError as exc:  # CheckpointError: one line naming the file

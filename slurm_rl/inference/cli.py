@@ -244,7 +244,13 @@ def _evaluate_grid(grid_file: Path, checkpoint_dir: Path | None, seeds: str, tas
     """`evaluate --grid`: the whole file and the checkpoints it needs are checked first;
     sweep.csv and summary.md are written only after every cell has run."""
     from slurm_rl.inference import experiments, grid
-    from slurm_rl.inference.schedulers import EarliestFinish, Lookahead, Scheduler, WholeModel
+    from slurm_rl.inference.schedulers import (
+        EarliestFinish,
+        Lookahead,
+        RequestPlan,
+        Scheduler,
+        WholeModel,
+    )
 
     try:
         g = grid.read_grid(grid_file)
@@ -272,6 +278,8 @@ def _evaluate_grid(grid_file: Path, checkpoint_dir: Path | None, seeds: str, tas
                 out[name] = EarliestFinish()
             elif name == "whole":
                 out[name] = WholeModel()
+            elif name == "request-plan":
+                out[name] = RequestPlan()
             else:
                 out[name] = Lookahead()
         return out
@@ -310,7 +318,7 @@ def _report(rows: list[dict[str, Any]], dp: list[dict[str, Any]], out_dir: Path)
 @click.argument("model")
 @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="A cluster file (TOML, docs/inference.md).")
-@click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole"]),
+@click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole", "request-plan"]),
               default="drm-dql", show_default=True)
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
 def place_command(model: str, cluster_file: Path, scheduler: str,

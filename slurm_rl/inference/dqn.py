@@ -54,7 +54,9 @@ from slurm_rl.inference.features import (
     candidate_mask,
     device_features,
     eft_gap,
+    plan_gap,
 )
+from slurm_rl.inference.planner import Planner
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Lookahead,
@@ -82,11 +84,17 @@ class QConfig:
     does not change the choice, g the learned correction, its last layer zero at the start,
     so an untrained network places exactly as HEFT does and a trained one may deviate from
     HEFT's device only where the learned term outweighs the gap (at most 2 * residual)."""
+    base: str = "heft"
+    """What the residual form corrects: "heft" (gap = features.eft_gap), or "plan" (gap =
+    features.plan_gap around the request plan's device, planner.py: an untrained network
+    places as schedulers.RequestPlan does)."""
 
 
 class QNet(nn.Module):
     def __init__(self, cfg: QConfig) -> None:
         super().__init__()
+        if cfg.base not in ("heft", "plan"):
+            raise ValueError(f"base: {cfg.base!r}, not 'heft' or 'plan'")
         self.cfg = cfg
         h = cfg.hidden
         self.embed = nn.Sequential(nn.Linear(cfg.features, h), nn.ReLU(), nn.Linear(h, h),
@@ -150,6 +158,7 @@ class QScheduler:
         self.features = net.cfg.features
         self.candidates = net.cfg.candidates
         self.residual = net.cfg.residual
+        self.planner = Planner() if self.residual > 0 and net.cfg.base == "plan" else None
         sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
         self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
                   for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
@@ -177,10 +186,13 @@ class QScheduler:
         return q
 
     def choose(self, sim: InferenceSim) -> int:
-        f, _ = device_features(sim)
-        ok = candidate_mask(sim, self.candidates)
+        planned = self.planner.device(sim) if self.planner is not None else None
+        f, _ = device_features(sim, planned)
+        ok = candidate_mask(sim, self.candidates, planned)
         gap = None
-        if self.residual > 0:  # HEFT's own score in float64, so an untrained net is HEFT
+        if planned is not None:  # the plan's score in float64: an untrained net is the plan
+            gap = plan_gap(sim.options().finish, planned, sim.task.t.ref_s)
+        elif self.residual > 0:  # HEFT's own score in float64, so an untrained net is HEFT
             opts = sim.options()
             best = float(opts.finish[opts.feasible].min()) if opts.feasible.any() else 0.0
             gap = eft_gap(opts.finish, best, sim.task.t.ref_s)
@@ -238,12 +250,20 @@ class TrainConfig:
         "True: the training scenarios are random settings of heldout.TRAIN_SEEDS "
         "(env.randomised_scenarios: 2-16 devices, edge to H100-class, 0.1-400 Gbit/s, "
         "shipped and generated training structures); False: env.training_scenarios.", False)
+    base: str = helped(
+        "What the residual form corrects (residual > 0): 'heft' (HEFT's finish gap) or 'plan' "
+        "(the request plan's device, planner.py: the whole task planned at its arrival).",
+        "heft")
     candidates: int = helped(
         "Action set per layer: the k feasible devices with the earliest estimated finish "
         "(HEFT's ranking) plus the one(s) holding the layer's input, for acting, learning and "
         "placing (stored in the checkpoint); 0: every feasible device.", 0)
 
     def __post_init__(self) -> None:
+        if self.base not in ("heft", "plan"):
+            raise ValueError(f"base: {self.base!r}, not 'heft' or 'plan'")
+        if self.base == "plan" and self.residual <= 0:
+            raise ValueError("base: 'plan' corrects the plan, which needs residual > 0")
         if self.demonstrator not in ("heft", "best"):
             raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
         if not BASE_FEATURES <= self.features <= INPUT_FEATURES:
@@ -440,7 +460,7 @@ class _Trainer:
                  rng: np.random.Generator, log: Callable[[str], None]) -> None:
         self.cfg, self.env, self.validation, self.rng, self.log = cfg, env, validation, rng, log
         qcfg = QConfig(hidden=cfg.hidden, features=cfg.features, candidates=cfg.candidates,
-                       residual=cfg.residual)
+                       residual=cfg.residual, base=cfg.base)
         self.net, self.target = QNet(qcfg), QNet(qcfg)
         self.target.load_state_dict(self.net.state_dict())
         self.opt = torch.optim.Adam(self.net.parameters(), lr=cfg.learning_rate)
@@ -548,12 +568,13 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     scenarios = (randomised_scenarios(cfg.scenarios, seed=cfg.seed) if cfg.randomised
                  else training_scenarios(cfg.scenarios, seed=cfg.seed,
                                          single_model=cfg.single_model, load_max=cfg.load_max))
-    env = InferenceEnv(scenarios, candidates=cfg.candidates)
+    env = InferenceEnv(scenarios, candidates=cfg.candidates,
+                       base=cfg.base if cfg.residual > 0 else "heft")
     run = _Trainer(cfg, env, validation, rng, log)
 
     run.warm_start()
     if cfg.residual > 0 and not cfg.demo_episodes:
-        run.record(0, 0.0, 0.0)  # the untrained network (HEFT) is a candidate too
+        run.record(0, 0.0, 0.0)  # the untrained network (HEFT or the plan) is a candidate too
     for ep in range(cfg.episodes):
         eps = epsilon(cfg, ep)
         ret = run.episode(ep, eps)

@@ -16,6 +16,8 @@ device is replaced by the earliest-finish feasible device (`info["invalid_action
 used is `info["action"]`).
 `candidates=k` (k > 0) cuts the mask to the layer's candidate set (features.candidate_mask:
 the k earliest-finish feasible devices plus the ones holding its inputs); 0 keeps them all.
+`base="plan"` gives the plan-residual network its base score: feature column EFT_COLUMN is
+`features.plan_gap` around the planned device (planner.py), which the candidate set includes.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from slurm_rl.inference.features import (
     candidate_mask,
     device_features,
 )
+from slurm_rl.inference.planner import Planner
 from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.sim import InferenceSim, StreamConfig, TaskRecord
 
@@ -109,11 +112,14 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
     metadata: dict[str, Any] = {"render_modes": []}
 
     def __init__(self, scenarios: Sequence[Scenario] | None = None, *, max_devices: int = 16,
-                 drop_penalty: float = 10.0, candidates: int = 0) -> None:
+                 drop_penalty: float = 10.0, candidates: int = 0, base: str = "heft") -> None:
         self.scenarios = tuple(scenarios) if scenarios else training_scenarios()
         self.max_devices = max_devices
         self.drop_penalty = drop_penalty
         self.candidates = candidates
+        if base not in ("heft", "plan"):
+            raise ValueError(f"base: {base!r}, not 'heft' or 'plan'")
+        self.planner = Planner() if base == "plan" else None
         self.observation_space = spaces.Dict({  # type: ignore[assignment]
             "devices": spaces.Box(-10.0, EFT_CAP, (max_devices, N_FEATURES), np.float32),
             "mask": spaces.MultiBinary(max_devices)})
@@ -169,7 +175,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
             raise RuntimeError("step() after the episode ended or before reset()")
         step = sim.step_count
         a = int(action)
-        ok = candidate_mask(sim, self.candidates)
+        ok = candidate_mask(sim, self.candidates, self._planned())
         invalid = not (0 <= a < len(ok) and ok[a])
         if invalid:  # a masked device: the earliest-finish feasible one instead, and say so
             a = int(np.argmin(np.where(ok, sim.options().finish, np.inf)))
@@ -188,11 +194,18 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         mask = np.zeros(m, np.int8)
         sim = self.sim
         if sim is not None and not sim.done:
-            f, _ = device_features(sim)
-            ok = candidate_mask(sim, self.candidates)
+            planned = self._planned()
+            f, _ = device_features(sim, planned)
+            ok = candidate_mask(sim, self.candidates, planned)
             feats[: len(f)] = f
             mask[: len(ok)] = ok
         return {"devices": feats, "mask": mask}
+
+    def _planned(self) -> int | None:
+        """The planned device of the current layer (base "plan"), else None."""
+        if self.planner is None or self.sim is None:
+            return None
+        return self.planner.device(self.sim)
 
     def _info(self, step: int) -> dict[str, Any]:
         sim = self.sim

@@ -10,7 +10,9 @@ time, and how many tasks are expected to arrive before this layer would finish o
 A network reads the first `QConfig.features` columns. Column 15 (`EFT_COLUMN`) is not a network
 input: it is HEFT's own score, how much later than the earliest the layer would finish on the
 device, over the reference time (not compressed, at most `EFT_CAP`), which the HEFT-residual
-Q-network (dqn.py, `QConfig.residual`) starts from.
+Q-network (dqn.py, `QConfig.residual`) starts from; with the plan as the base
+(`QConfig.base = "plan"`) it is `plan_gap` instead: 0 on the planned device (planner.py), and
+elsewhere how much later than there the layer would finish, plus `PLAN_MARGIN`.
 
 `candidate_mask` (fifth round, docs/inference.md): the action set cut to the `k` feasible
 devices with the earliest estimated finish for the layer (HEFT's own ranking) plus the feasible
@@ -31,11 +33,16 @@ INPUT_FEATURES = 15
 """The columns a network may read (the rest are for the residual form's fixed part)."""
 EFT_COLUMN = 15
 EFT_CAP = 100.0
+PLAN_MARGIN = 0.01
+"""What leaving the plan costs at least in the plan residual's base score (reference times):
+an untrained network keeps the plan even where another device would finish the layer sooner."""
 F32 = npt.NDArray[np.float32]
 
 
-def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
-    """(devices, N_FEATURES) float32 and the feasibility mask for the current layer."""
+def device_features(sim: InferenceSim,
+                    planned: int | None = None) -> tuple[F32, npt.NDArray[np.bool_]]:
+    """(devices, N_FEATURES) float32 and the feasibility mask for the current layer; with
+    `planned` (the plan's device, planner.py) column EFT_COLUMN is `plan_gap`."""
     ready, start, finish, feasible = sim.options()
     task, i = sim.task, sim.layer
     t = task.t
@@ -63,7 +70,8 @@ def device_features(sim: InferenceSim) -> tuple[F32, npt.NDArray[np.bool_]]:
     f[:, 14] = sim.rate * (finish - now)
     times = [0, 1, 2, 3, 4, 5, 9, 11, 12, 13, 14]
     f[:, times] = np.log1p(np.clip(f[:, times], 0.0, 1e6))
-    f[:, EFT_COLUMN] = eft_gap(finish, best, scale)
+    f[:, EFT_COLUMN] = (eft_gap(finish, best, scale) if planned is None
+                        else plan_gap(finish, planned, scale))
     f[:, 6] = prev
     f[:, 7] = np.minimum((sim.used + t.need[i]) / sim.memory, 2.0)
     f[:, 8] = 1.0 - i / len(t.profile.layers)
@@ -76,6 +84,16 @@ def eft_gap(finish: npt.NDArray[np.float64], best: float,
     """(finish - best) / scale, capped at EFT_CAP: 0 on HEFT's device, >= 0 elsewhere."""
     gap: npt.NDArray[np.float64] = np.minimum((finish - best) / scale, EFT_CAP)
     return gap
+
+
+def plan_gap(finish: npt.NDArray[np.float64], planned: int,
+             scale: float) -> npt.NDArray[np.float64]:
+    """0 on the `planned` device; elsewhere (finish - the planned device's finish) / scale,
+    at least 0, plus PLAN_MARGIN; capped at EFT_CAP."""
+    gap = np.maximum(finish - finish[planned], 0.0) / scale + PLAN_MARGIN
+    gap[planned] = 0.0
+    out: npt.NDArray[np.float64] = np.minimum(gap, EFT_CAP)
+    return out
 
 
 def candidates(finish: npt.NDArray[np.float64], feasible: npt.NDArray[np.bool_],
@@ -95,13 +113,17 @@ def candidates(finish: npt.NDArray[np.float64], feasible: npt.NDArray[np.bool_],
     return keep & feasible
 
 
-def candidate_mask(sim: InferenceSim, k: int) -> npt.NDArray[np.bool_]:
+def candidate_mask(sim: InferenceSim, k: int,
+                   planned: int | None = None) -> npt.NDArray[np.bool_]:
     """`candidates` for the simulator's current layer: earliest estimated finish as HEFT sees it
-    (`sim.options()`), holders the devices its inputs are on (the model's input: the source)."""
+    (`sim.options()`), holders the devices its inputs are on (the model's input: the source)
+    and the `planned` device when given."""
     opts = sim.options()
     finish, feasible = opts.finish, opts.feasible
     if k <= 0:
         return feasible
     lay = sim.task.t.profile.layers[sim.layer]
     holders = [sim.cluster.source if j < 0 else sim.task.devices[j] for j in lay.inputs]
+    if planned is not None:
+        holders.append(planned)
     return candidates(finish, feasible, holders, k)

@@ -9,7 +9,7 @@ from pathlib import Path
 from slurm_rl import checkpoint_errors
 from slurm_rl.inference.cluster import Cluster
 from slurm_rl.inference.profile import Profile
-from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, WholeModel
+from slurm_rl.inference.schedulers import EarliestFinish, RequestPlan, Scheduler, WholeModel
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 
@@ -46,6 +46,8 @@ def scheduler_for(name: str, checkpoint: Path | None) -> Scheduler:
         return EarliestFinish()
     if name == "whole":
         return WholeModel()
+    if name == "request-plan":
+        return RequestPlan()
     from slurm_rl.inference import dqn
     from slurm_rl.inference.experiments import DEFAULT_CHECKPOINT
 

@@ -1,4 +1,5 @@
-"""Placement schedulers (pure): the heuristics, the DP lower bound, and the episode runner.
+"""Placement schedulers (pure): the heuristics (HEFT, lookahead, the request plan, whole
+model), the DP lower bound, and the episode runner.
 
 A `Scheduler` answers `choose(sim)` with a device for the simulator's current layer; it must
 pick a feasible one (`sim.options().feasible`). DRM-DQL and vanilla DQL are `QScheduler`s (dqn.py).
@@ -12,6 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from slurm_rl.inference.cluster import Cluster
+from slurm_rl.inference.planner import Planner
 from slurm_rl.inference.profile import Profile
 from slurm_rl.inference.sim import InferenceSim, TaskRecord, tables
 
@@ -46,6 +48,20 @@ class Lookahead:
         finish, feasible = opts.finish, opts.feasible
         rest = sim.task.t.suffix[sim.layer]
         return int(np.argmin(np.where(feasible, finish + rest, np.inf)))
+
+
+class RequestPlan:
+    """The whole task planned at its arrival (planner.py): the queue-aware DP plan over its
+    layers or HEFT's placement, whichever is estimated to finish the task first; each layer
+    then goes where the plan says (HEFT's device where that one has no memory left)."""
+
+    name = "request-plan"
+
+    def __init__(self) -> None:
+        self.planner = Planner()
+
+    def choose(self, sim: InferenceSim) -> int:
+        return self.planner.device(sim)
 
 
 class WholeModel:

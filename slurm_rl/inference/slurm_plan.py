@@ -75,7 +75,7 @@ def intent_model(job_id: str | None) -> str:
 @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path),
               default=None, help="Devices and bandwidth from a file (one device per node, "
                                  "in node order) instead of --device-type/--bandwidth-gbps.")
-@click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole"]),
+@click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole", "request-plan"]),
               default="drm-dql", show_default=True)
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")

@@ -52,7 +52,8 @@ BAD = [
     (GOOD.replace("tasks = 4", "tasks = 0"), "tasks: 0 is not a whole number in 1..100000"),
     (GOOD.replace("tasks = 4", "tasks = 2.5"), "tasks: 2.5 is not a whole number"),
     (GOOD.replace('["whole"]', '["hefty"]'), "schedulers: 'hefty' is not one of drm-dql, "
-                                             "vanilla-dql, heft, whole, lookahead"),
+                                             "vanilla-dql, heft, whole, lookahead, "
+                                             "request-plan"),
     (GOOD.replace('["mobilenet"]', '["alexnet"]'),
      "models: alexnet: neither a shipped profile"),
     (GOOD.replace('models = ["mobilenet"]\n', ""), "models: missing"),
@@ -198,7 +199,8 @@ def test_the_example_grid_parses() -> None:
     assert [(c.name, c.bandwidth) for c in g.clusters] == [
         ("mixed", 2.0), ("mixed", 25.0), ("example", "bandwidth.csv"), ("lab", 2.0),
         ("lab", 25.0)]
-    assert g.schedulers == ("drm-dql", "vanilla-dql", "heft", "whole", "lookahead")
+    assert g.schedulers == ("drm-dql", "vanilla-dql", "heft", "whole", "lookahead",
+                            "request-plan")
 
 
 def test_builtin_sweep_rows_unchanged() -> None:
