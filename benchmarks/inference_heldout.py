@@ -11,7 +11,9 @@ structures training never sees, load 0.3-0.95): one stream of `--tasks` tasks of
 scheduler's mean latency over HEFT's. `--drm` / `--vanilla` take one or more checkpoints
 (comma-separated): each runs on every cell as its own row (`drm-dql-s1`, ...), and the summary
 row of the agent is over all of them. Printed per scheduler, worst geo-mean first: the geo-mean
-ratio, the worst cell, and how many cells are better / within 0.5 % / worse than HEFT.
+ratio, the worst cell, and how many cells are better / within 0.5 % / worse than HEFT; then,
+with `--breakdown`, where each scheduler row wins, ties and loses: its geo-mean ratio (cells,
+worst) by structure, bandwidth band, device count and load band.
 """
 
 from __future__ import annotations
@@ -105,6 +107,35 @@ def run_cells(settings: Sequence[ho.Setting], schedulers: dict[str, tuple[str, S
     return rows
 
 
+BANDS: dict[str, tuple[str, tuple[float, ...], tuple[str, ...]]] = {
+    "structure": ("structure", (), ()),
+    "bandwidth": ("gbps", (1.0, 10.0, 100.0), ("<1 Gbit/s", "1-10", "10-100", ">=100")),
+    "devices": ("devices", (4.5, 9.5), ("2-4", "5-9", "10-16")),
+    "load": ("load", (0.5, 0.75), ("<0.5", "0.5-0.75", ">=0.75")),
+}
+"""How `breakdown` groups cells: the row field and, for numbers, the band edges and names."""
+
+
+def breakdown(rows: Sequence[dict[str, Any]], scheduler: str) -> dict[str, dict[str, tuple[
+        float, int, float]]]:
+    """For one scheduler row: per grouping (BANDS) and group, (geo-mean ratio, cells, worst)."""
+    out: dict[str, dict[str, tuple[float, int, float]]] = {}
+    mine = [r for r in rows if r["scheduler"] == scheduler]
+    for name, (field, edges, labels) in BANDS.items():
+        groups: dict[str, list[float]] = {}
+        for r in mine:
+            if edges:
+                v = float(r[field])
+                key = labels[sum(v >= e for e in edges)]
+            else:
+                key = str(r[field])
+            groups.setdefault(key, []).append(float(r["ratio"]))
+        order = list(labels) if edges else sorted(groups)
+        out[name] = {k: (math.exp(sum(math.log(x) for x in groups[k]) / len(groups[k])),
+                         len(groups[k]), max(groups[k])) for k in order if k in groups}
+    return out
+
+
 def table(summary: Sequence[Summary]) -> str:
     lines = [f"{'scheduler':<14}{'cells':>6}{'geo-mean':>10}{'worst':>8}  (cell)      "
              f"better/tie/worse vs heft"]
@@ -136,6 +167,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--drm", default="", help="DRM-DQL checkpoint(s), comma-separated")
     ap.add_argument("--vanilla", default="", help="vanilla DQL checkpoint(s), comma-separated")
     ap.add_argument("--csv", type=Path, default=None)
+    ap.add_argument("--breakdown", action="store_true",
+                    help="also each scheduler's geo-mean by structure, bandwidth, devices, load")
     a = ap.parse_args(argv)
     if a.cells < 1 or a.tasks < 1:
         print("inference_heldout: --cells and --tasks must be >= 1", file=sys.stderr)
@@ -156,6 +189,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     for d, v in zip(drm, van, strict=False):
         b, t, w = head_to_head(rows, d, v)
         print(f"{d} vs {v}: better/tie/worse {b}/{t}/{w}")
+    if a.breakdown:
+        for name in scheds:
+            if name == "heft":
+                continue
+            for by, groups in breakdown(rows, name).items():
+                cells = "; ".join(f"{k} {g:.3f} ({n}, worst {w:.2f})"
+                                  for k, (g, n, w) in groups.items())
+                print(f"{name} by {by}: {cells}")
     if a.csv:
         with open(a.csv, "w", newline="") as fh:
             wr = csv.DictWriter(fh, fieldnames=list(rows[0]))

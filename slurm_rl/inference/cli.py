@@ -97,7 +97,8 @@ def profile_command(out_dir: Path | None, time_cpu: bool, reps: int) -> None:
 @click.option("--tag", default="", help="Suffix of checkpoint and curve file names.")
 @click.option("--list-params", is_flag=True, help="Print the training settings and exit.")
 @click.option("--plot-only", is_flag=True,
-              help="Only redraw learning_curves{tag}.png from the CSVs in --curve-dir.")
+              help="Only redraw learning_curves{tag}.png from the CSVs in --curve-dir (give the "
+                   "run's --param settings: its baselines are scored on its validation).")
 def train_command(agent: str, seeds: str, episodes: int, out_dir: Path | None,
                   curve_dir: Path | None, params: tuple[str, ...], tag: str, list_params: bool,
                   plot_only: bool) -> None:
@@ -114,7 +115,8 @@ def train_command(agent: str, seeds: str, episodes: int, out_dir: Path | None,
         if not experiments.read_curves(folder, tag):
             raise click.BadParameter(f"no curves-*{tag}.csv in {folder} (train first, or name "
                                      "their folder)", param_hint="--curve-dir")
-        click.echo(experiments.replot(folder, tag))
+        # the baselines are scored on the run's validation episodes: pass its --param settings
+        click.echo(experiments.replot(folder, tag, _params(params, dqn.TrainConfig)))
         return
     agents = ["drm", "vanilla"] if agent == "both" else [agent]
     seed_list = _seeds(seeds)

@@ -24,6 +24,7 @@ from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Metrics,
+    RequestPlan,
     Scheduler,
     WholeModel,
     dp_chain,
@@ -82,18 +83,25 @@ def train_runs(agents: Sequence[str], seeds: Sequence[int], episodes: int, out_d
             rows += [{"agent": AGENTS[agent], "seed": seed, **r} for r in curve]
         write_csv(rows, curve_dir / f"curves-{AGENTS[agent]}{tag}.csv")
         everything += rows
-    replot(curve_dir, tag)
+    replot(curve_dir, tag, params)
     return everything
 
 
-def replot(curve_dir: Path, tag: str = "") -> Path:
-    """learning_curves{tag}.png from every curves-AGENT{tag}.csv in `curve_dir`."""
+def replot(curve_dir: Path, tag: str = "", params: dict[str, Any] | None = None) -> Path:
+    """learning_curves{tag}.png from every curves-AGENT{tag}.csv in `curve_dir`, with the
+    baselines on the validation episodes the run used (`params` as given to training:
+    randomised training validates on `randomised_validation`; with the plan as the base, the
+    request plan is a baseline too)."""
     from slurm_rl.inference.report import curve_summary
 
-    val = validation_scenarios()
+    params = params or {}
+    val = randomised_validation() if params.get("randomised") else validation_scenarios()
     path = curve_dir / f"learning_curves{tag}.png"
     rows = read_curves(curve_dir, tag)
-    base = {s.name: _validate(s, val) for s in (EarliestFinish(), WholeModel())}
+    scheds: list[Scheduler] = [EarliestFinish(), WholeModel()]
+    if params.get("base") == "plan":
+        scheds.append(RequestPlan())
+    base = {s.name: _validate(s, val) for s in scheds}
     plot_curves(rows, base, path)
     (curve_dir / f"learning_curves{tag}.md").write_text(curve_summary(rows, base) + "\n")
     return path
@@ -135,9 +143,12 @@ def plot_curves(rows: list[dict[str, Any]], baselines: dict[str, float], path: P
             rr = [r for r in rows if r["agent"] == agent and r["seed"] == seed]
             ax.plot([r["episode"] for r in rr], [r["validation_slowdown"] for r in rr],
                     color=colour, alpha=0.8, label=agent if k == 0 else None)
-    for (name, v), style in zip(baselines.items(), ("--", ":"), strict=False):
+    for (name, v), style in zip(baselines.items(), ("--", ":", "-."), strict=False):
         ax.axhline(v, color="black", linestyle=style, label=name)
     ax.set_yscale("log")
+    low, high = ax.get_ylim()
+    if high < 10 * low:  # within a decade: label 2, 3, 4... (else no tick would carry a number)
+        ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=tuple(range(1, 10))))
     ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("training episode (0: after the warm start, where there is one)")

@@ -18,7 +18,7 @@ from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, run_episode
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.inference_heldout import head_to_head, summarise  # noqa: E402
+from benchmarks.inference_heldout import breakdown, head_to_head, summarise  # noqa: E402
 
 
 def test_training_and_held_out_seed_ranges_and_structures_are_disjoint() -> None:
@@ -111,3 +111,20 @@ def test_summary_is_worst_first_and_counts_cells_against_heft() -> None:
     assert a.geo_mean == pytest.approx((0.5 * 2.0 * 1.002) ** 0.25)
     assert head_to_head(rows, "a-1", "b") == (1, 0, 1)
     assert head_to_head(rows, "b", "heft") == (0, 0, 2)
+
+
+def test_breakdown_groups_one_schedulers_cells_by_structure_and_bands() -> None:
+    def row(seed: int, structure: str, gbps: float, devices: int, load: float,
+            ratio: float, scheduler: str = "a") -> dict[str, object]:
+        return {"seed": seed, "scheduler": scheduler, "structure": structure, "gbps": gbps,
+                "devices": devices, "load": load, "ratio": ratio}
+
+    rows = [row(1, "vgg", 0.5, 2, 0.3, 0.5), row(2, "vgg", 10.0, 9, 0.5, 2.0),
+            row(3, "gpt", 400.0, 16, 0.95, 1.0), row(1, "vgg", 0.5, 2, 0.3, 9.0, "b")]
+    out = breakdown(rows, "a")
+    assert out["structure"] == {"gpt": (1.0, 1, 1.0), "vgg": (pytest.approx(1.0), 2, 2.0)}
+    assert out["bandwidth"] == {"<1 Gbit/s": (0.5, 1, 0.5), "10-100": (2.0, 1, 2.0),
+                                ">=100": (1.0, 1, 1.0)}
+    assert out["devices"] == {"2-4": (0.5, 1, 0.5), "5-9": (2.0, 1, 2.0), "10-16": (1.0, 1, 1.0)}
+    assert out["load"] == {"<0.5": (0.5, 1, 0.5), "0.5-0.75": (2.0, 1, 2.0),
+                           ">=0.75": (1.0, 1, 1.0)}

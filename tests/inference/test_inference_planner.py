@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -177,3 +178,19 @@ def test_plan_residual_training_runs_and_keeps_the_plan_as_a_candidate() -> None
     net, curve = dqn.train(cfg, randomised_validation(2, tasks=4), log=lambda s: None)
     assert [r["episode"] for r in curve] == [0, 1, 2]
     assert net.cfg.base == "plan"
+
+
+def test_learning_curve_baselines_are_scored_on_the_runs_own_validation(tmp_path: Path) -> None:
+    from slurm_rl.inference import experiments
+
+    experiments.write_csv([{"agent": "drm-dql", "seed": 1, "episode": 0, "decisions": 0,
+                            "epsilon": 0.0, "train_return": 0.0, "validation_slowdown": 2.0,
+                            "seconds": 1.0}], tmp_path / "curves-drm-dql.csv")
+    experiments.replot(tmp_path, "", {"randomised": True, "base": "plan"})
+    text = (tmp_path / "learning_curves.md").read_text()
+    heft = experiments._validate(EarliestFinish(), randomised_validation())
+    plan = experiments._validate(RequestPlan(), randomised_validation())
+    assert f"heft {heft:.3g}" in text and f"request-plan {plan:.3g}" in text
+    assert (tmp_path / "learning_curves.png").stat().st_size > 0
+    experiments.replot(tmp_path, "")  # a run on the fixed training scenarios: no plan baseline
+    assert "request-plan" not in (tmp_path / "learning_curves.md").read_text()
