@@ -48,6 +48,7 @@ from slurm_rl.inference.env import (
 )
 from slurm_rl.inference.features import (
     BASE_FEATURES,
+    BASES,
     EFT_COLUMN,
     INPUT_FEATURES,
     N_FEATURES,
@@ -93,7 +94,7 @@ class QConfig:
 class QNet(nn.Module):
     def __init__(self, cfg: QConfig) -> None:
         super().__init__()
-        if cfg.base not in ("heft", "plan"):
+        if cfg.base not in BASES:
             raise ValueError(f"base: {cfg.base!r}, not 'heft' or 'plan'")
         self.cfg = cfg
         h = cfg.hidden
@@ -260,7 +261,7 @@ class TrainConfig:
         "placing (stored in the checkpoint); 0: every feasible device.", 0)
 
     def __post_init__(self) -> None:
-        if self.base not in ("heft", "plan"):
+        if self.base not in BASES:
             raise ValueError(f"base: {self.base!r}, not 'heft' or 'plan'")
         if self.base == "plan" and self.residual <= 0:
             raise ValueError("base: 'plan' corrects the plan, which needs residual > 0")
@@ -568,8 +569,7 @@ def train(cfg: TrainConfig, validation: Sequence[Scenario],
     scenarios = (randomised_scenarios(cfg.scenarios, seed=cfg.seed) if cfg.randomised
                  else training_scenarios(cfg.scenarios, seed=cfg.seed,
                                          single_model=cfg.single_model, load_max=cfg.load_max))
-    env = InferenceEnv(scenarios, candidates=cfg.candidates,
-                       base=cfg.base if cfg.residual > 0 else "heft")
+    env = InferenceEnv(scenarios, candidates=cfg.candidates, base=cfg.base)
     run = _Trainer(cfg, env, validation, rng, log)
 
     run.warm_start()

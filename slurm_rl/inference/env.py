@@ -35,6 +35,7 @@ from gymnasium import spaces
 from slurm_rl.inference import cluster as cl
 from slurm_rl.inference import heldout
 from slurm_rl.inference.features import (
+    BASES,
     EFT_CAP,
     N_FEATURES,
     candidate_mask,
@@ -117,7 +118,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         self.max_devices = max_devices
         self.drop_penalty = drop_penalty
         self.candidates = candidates
-        if base not in ("heft", "plan"):
+        if base not in BASES:
             raise ValueError(f"base: {base!r}, not 'heft' or 'plan'")
         self.planner = Planner() if base == "plan" else None
         self.observation_space = spaces.Dict({  # type: ignore[assignment]

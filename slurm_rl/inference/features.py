@@ -33,6 +33,8 @@ INPUT_FEATURES = 15
 """The columns a network may read (the rest are for the residual form's fixed part)."""
 EFT_COLUMN = 15
 EFT_CAP = 100.0
+BASES = ("heft", "plan")
+"""What the residual form corrects: HEFT's finish gap (`eft_gap`) or the plan's (`plan_gap`)."""
 PLAN_MARGIN = 0.01
 """What leaving the plan costs at least in the plan residual's base score (reference times):
 an untrained network keeps the plan even where another device would finish the layer sooner."""

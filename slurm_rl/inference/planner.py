@@ -82,21 +82,12 @@ def rollout(sim: InferenceSim, plan: Sequence[int] | None) -> Rollout | None:
     """The current task's remaining layers placed by `plan` (None: HEFT's device each time) on
     copies of the queues and memory, with the simulator's estimates; None when a layer would
     find no device with memory (the simulator would drop the task)."""
-    task, n = sim.task, sim.cluster.n
+    task = sim.task
     t = task.t
-    layers = t.profile.layers
-    inv, lat, src = sim.inv_bw, sim.lat, sim.cluster.source
     free, used = sim.est_free.copy(), sim.used.copy()
     fin, devs = list(task.est_fin), list(task.devices)
-    for k in range(sim.layer, len(layers)):
-        ready = np.full(n, task.arrival)
-        for j in layers[k].inputs:
-            if j < 0:
-                arr = task.arrival + t.profile.input_bytes * inv[src] + lat[src]
-            else:
-                arr = fin[j] + t.out_bytes[j] * inv[devs[j]] + lat[devs[j]]
-            ready = np.maximum(ready, arr)
-        f = np.maximum(ready, free) + t.comp[k]
+    for k in range(sim.layer, len(t.profile.layers)):
+        f = np.maximum(sim.input_ready(k, fin, devs), free) + t.comp[k]
         ok = used + t.need[k] <= sim.memory
         if not ok.any():
             return None

@@ -196,22 +196,29 @@ class InferenceSim:
         if self._opts is not None:
             return self._opts
         task, i = self.task, self.layer
-        lay = task.t.profile.layers[i]
-        ready = np.full(self.cluster.n, task.arrival)
-        for j in lay.inputs:
-            if j < 0:
-                src = self.cluster.source
-                arr = (task.arrival + task.t.profile.input_bytes * self.inv_bw[src]
-                       + self.lat[src])
-            else:
-                src = task.devices[j]
-                arr = task.est_fin[j] + task.t.out_bytes[j] * self.inv_bw[src] + self.lat[src]
-            ready = np.maximum(ready, arr)
+        ready = self.input_ready(i, task.est_fin, task.devices)
         start = np.maximum(ready, self.est_free)
         finish = start + task.t.comp[i]
         feasible = self.used + task.t.need[i] <= self.memory
         self._opts = Options(ready=ready, start=start, finish=finish, feasible=feasible)
         return self._opts
+
+    def input_ready(self, k: int, est_fin: Sequence[float], devices: Sequence[int]) -> F64:
+        """When layer `k` of the current task would have its inputs on each device (estimated),
+        its earlier layers having finished at `est_fin` on `devices` (the task's own, or a
+        planner's trial, planner.py)."""
+        task = self.task
+        ready = np.full(self.cluster.n, task.arrival)
+        for j in task.t.profile.layers[k].inputs:
+            if j < 0:
+                src = self.cluster.source
+                arr = (task.arrival + task.t.profile.input_bytes * self.inv_bw[src]
+                       + self.lat[src])
+            else:
+                src = devices[j]
+                arr = est_fin[j] + task.t.out_bytes[j] * self.inv_bw[src] + self.lat[src]
+            ready = np.maximum(ready, arr)
+        return ready
 
     def place(self, d: int) -> list[TaskRecord]:
         """Place the current layer on device `d`; returns the tasks that finished by the time

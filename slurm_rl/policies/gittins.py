@@ -32,7 +32,7 @@ from heapq import heapify, heappop, heappush
 from operator import attrgetter
 from typing import Any
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobState, JobView, id_key
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobOrder, JobView, id_key
 from slurm_rl.policies import gittins_table
 from slurm_rl.policies.capacity import Capacity
 from slurm_rl.policies.gittins_table import GittinsTable
@@ -42,7 +42,6 @@ from slurm_rl.policies.preemption import may_preempt as requeueable
 from slurm_rl.policies.preemption import plan_preemptions_by_prefix
 
 NAME = "gittins"
-RUNNING = JobState.RUNNING
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -269,7 +268,7 @@ class _ByPriority:
             self._drop(jid)
         for v in changes.started:
             self._drop(v.id)
-            if v.managed and v.state is RUNNING and v.restartable:
+            if requeueable(v):
                 self._add(policy, v, now)
         self.ids, self.time = ids, now
 
@@ -337,7 +336,7 @@ class _ByPriority:
         self.order, self.heap = [], []
         now = snapshot.time
         for v in snapshot.running:
-            if v.managed and v.state is RUNNING and v.restartable:
+            if requeueable(v):
                 self._add(policy, v, now, sort=False)
         self.order.sort(key=_key)
         heapify(self.heap)

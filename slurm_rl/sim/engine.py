@@ -35,8 +35,9 @@ docs/daemon.md); here a resize or a preemption is the model of that requeue, and
 `restart_rules` the daemon's own rules for it.
 
 The engine owns its parts: the cluster's free map (`cluster.py`), the snapshot builder
-(`snapshots.py`, which also builds the oracle) and the event heap with its timers
-(`events.py`); the scheduling passes are `backfill.py` and `conservative.py`. A job's life
+(`snapshots.py`, which also builds the oracle), the event heap with its timers
+(`events.py`) and, with `restart_rules`, the daemon's restart rules with their hourly log
+(`restart_rules.py`); the scheduling passes are `backfill.py` and `conservative.py`. A job's life
 cycle (arrive, start, stop, finish, requeue) and applying a decision are the engine's own
 methods: they change its state throughout.
 
@@ -80,12 +81,12 @@ from slurm_rl.policies.capabilities import (
     Resizing,
     Stateful,
 )
-from slurm_rl.policies.restart_gate import HOUR_S, restart_gain
 from slurm_rl.sim import backfill, conservative
 from slurm_rl.sim.cluster import Alloc, Cluster
 from slurm_rl.sim.config import EngineConfig
 from slurm_rl.sim.events import APPLY, BF, FINISH, MAIN, TICK, Events, next_cycle, next_tick
 from slurm_rl.sim.jobs import Restart, SimJob, gpu_range, make_jobs
+from slurm_rl.sim.restart_rules import RestartRules
 from slurm_rl.sim.results import DroppedJob, Interval, JobRecord, SimResult, SimulationError
 from slurm_rl.sim.snapshots import SimOracle, SnapshotBuilder
 from slurm_rl.sim.trace import TraceJob
@@ -145,8 +146,9 @@ class Simulator:
         self._reservations = backfill.ReservationCache()
         self._requeuing: dict[SimJob, None] = {}
         """Jobs in a restart's requeue step: GPUs free, not pending yet (stepped restarts)."""
-        self._restart_log: dict[JobId, list[float]] = {}
-        """With restart_rules: each job's restart times within the last hour (the cap)."""
+        self._rules = (RestartRules(self.cfg.max_restarts_per_hour, self.cfg.restart_cost_s)
+                       if self.cfg.restart_rules else None)
+        """The daemon's restart rules (restart_rules.py), or None: restarts are free."""
         self._restart_wants: dict[SimJob, int] = {}
         """With restart_rules: the count the last decision asked of each job in its grace step
         (the daemon restarts it at that count if that passes the rules at the grace's end)."""
@@ -598,7 +600,7 @@ class Simulator:
                 self._note("restart void: the job finished in its grace step", str(job.id))
                 self._finish(job)
                 return
-            if restart.gpus is not None and self.cfg.restart_rules:
+            if restart.gpus is not None and self._rules is not None:
                 gpus = self._after_grace(job, restart.gpus)
                 if gpus is None:
                     return
@@ -667,7 +669,7 @@ class Simulator:
             if job.restart is not None:
                 self._note("preempt of a job already restarting", str(p.job_id))
                 continue
-            if self.cfg.restart_rules and (why := self._refused(job, None)):
+            if self._rules is not None and (why := self._rules.refused(job, None, self.now)):
                 self._note(f"preempt refused by the restart rules: {why}", str(p.job_id))
                 continue
             self._restarted(job)
@@ -727,13 +729,13 @@ class Simulator:
             return
         if job.restart is not None:
             self._note("resize of a job already restarting", str(job_id))
-            if self.cfg.restart_rules and job.restart.step == Restart.GRACE:
+            if self._rules is not None and job.restart.step == Restart.GRACE:
                 self._restart_wants[job] = gpus
             return
         new = self._clamp(job, gpus, "resize")
         if new is None or new == job.gpus:
             return
-        if self.cfg.restart_rules and (why := self._refused(job, new)):
+        if self._rules is not None and (why := self._rules.refused(job, new, self.now)):
             self._note(f"resize refused by the restart rules: {why}", f"{job_id} -> {new}")
             return
         self.cluster.give(job.alloc)
@@ -752,27 +754,6 @@ class Simulator:
         job.gpus = new
         self._start(job, alloc)
 
-    def _refused(self, job: SimJob, gpus: int | None) -> str:
-        """Why the daemon would not restart `job` now (a preemption: `gpus` None; a resize to
-        `gpus`), or "" if it would."""
-        if not job.restartable:  # (under the rules: whether it opted in, sim/jobs.py)
-            return "not opted in (--rl-elastic)"
-        log = self._restart_log.setdefault(job.id, [])
-        while log and log[0] <= self.now - HOUR_S:
-            log.pop(0)
-        if len(log) >= self.cfg.max_restarts_per_hour:
-            return "max_restarts_per_hour"
-        if gpus is not None:
-            fresh = job.view_static is None  # the snapshot builder reads that as a new run
-            view = running_view(job.run_static(), self.now)
-            if fresh:
-                job.view_static = None
-            if restart_gain(view, gpus, now=self.now, cost_s=self.cfg.restart_cost_s).why:
-                # one note kind per rule (the reason's figures vary job by job)
-                return ("the predicted gain does not beat the restart delay" if gpus > job.gpus
-                        else "finishes within the restart delay (or no prediction)")
-        return ""
-
     def _natural_finish(self, job: SimJob) -> float:
         """When the running `job` completes if nothing stops it."""
         left = job.total - job.done
@@ -782,8 +763,8 @@ class Simulator:
         """A restart in its grace step that does not happen after all: no longer counted."""
         restart = job.restart
         assert restart is not None
-        if self.cfg.restart_rules and (log := self._restart_log.get(job.id)):
-            log.pop()
+        if self._rules is not None:
+            self._rules.unmade(job.id)
         if restart.gpus is None:
             self.preemptions -= 1
         else:
@@ -796,9 +777,9 @@ class Simulator:
         rules, else the signalled one if that still does; None when neither does, and then
         the restart is dropped: the job runs on, with the steps it made meanwhile (it only
         checkpointed)."""
-        log = self._restart_log.get(job.id)
-        if log:
-            log.pop()  # this restart: judged again as if not made
+        rules = self._rules
+        assert rules is not None  # (only the rules judge a resize again)
+        rules.unmade(job.id)  # this restart: judged again as if not made
         want = self._restart_wants.pop(job, None)
         reasons: list[str] = []
         for gpus in ([want] if want is not None and want != signalled else []) + [signalled]:
@@ -809,7 +790,7 @@ class Simulator:
             self.cluster.give(job.alloc)
             fits = self.cluster.place(new) is not None
             self.cluster.take(job.alloc)
-            why = self._refused(job, new) if fits else "does not fit"
+            why = rules.refused(job, new, self.now) if fits else "does not fit"
             if not why:
                 self._restarted(job)
                 return new
@@ -829,5 +810,5 @@ class Simulator:
     def _restarted(self, job: SimJob) -> None:
         """A restart made: counted against the hourly cap (only one that happened counts: a
         resize that passed the rules may still not fit)."""
-        if self.cfg.restart_rules:
-            self._restart_log.setdefault(job.id, []).append(self.now)
+        if self._rules is not None:
+            self._rules.made(job.id, self.now)

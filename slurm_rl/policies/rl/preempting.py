@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobState, JobView, id_key
+from slurm_rl.core import ClusterSnapshot, Decision, JobId, JobView, id_key
 from slurm_rl.policies.capabilities import CycleState
 from slurm_rl.policies.capacity import Capacity, gang_parts
 from slurm_rl.policies.preemption import may_preempt, plan_preemptions_by_prefix
@@ -200,11 +200,10 @@ class RLPreempting(LearnedOrder):
 
     def _keepable(self, jobs: Sequence[JobView], now: float) -> list[JobView]:
         """The `jobs` whose scores are kept: those `may_preempt` allows and `protect_run_s`
-        does not protect by now (its rule written out here: asked of every running job at
-        each full rescore)."""
-        r, most, wide, running = (self.protect_run_s, self.max_restarts, self.protect_gpus,
-                                  JobState.RUNNING)
-        return [v for v in jobs if v.managed and v.state is running and v.restartable
+        does not protect by now (the method's rule written out here, on the policy's settings
+        read once: asked of every running job at each full rescore)."""
+        r, most, wide = self.protect_run_s, self.max_restarts, self.protect_gpus
+        return [v for v in jobs if may_preempt(v)
                 and (most is None or v.restarts < most) and (wide is None or v.gpus < wide)
                 and (r is None or v.start_time is None or now - v.start_time < r)]
 
