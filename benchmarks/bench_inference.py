@@ -3,7 +3,9 @@
 Placement (default): the trained DRM-DQL agent places a 50-layer model (the first 50 layers of
 the ResNet-style profile, skips included) on a 16-device cluster (a100/v100/t4/cpu, 10 Gbit/s).
 Prints milliseconds per whole-model placement, process CPU time and wall time (median of
---reps; checkpoint loading reported apart). Target: <= 10 ms on CPU. On a shared machine the
+--reps; checkpoint loading reported apart), then the CPU time per model in a loaded stream of
+--stream-tasks such models (--load), where the stream plan also plans the requests it expects
+behind each one. Target: <= 10 ms on CPU. On a shared machine the
 wall time includes waiting for a core; the CPU time does not.
 
 Gloo hop (`--gloo`): what one pipeline hop of examples/inference/pipeline.py costs, two
@@ -36,7 +38,8 @@ from slurm_rl.inference import cluster as cl
 from slurm_rl.inference import plan
 from slurm_rl.inference.experiments import DEFAULT_CHECKPOINT
 from slurm_rl.inference.profile import Profile, resolve
-from slurm_rl.inference.schedulers import EarliestFinish, RequestPlan, Scheduler
+from slurm_rl.inference.schedulers import EarliestFinish, RequestPlan, Scheduler, StreamPlan
+from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 # float32 elements: the done message (1), 1 kB, 10 kB, MobileNet's 100 kB and 400 kB
 # activations, 1.6 MB, VGG's largest (3.2 MB)
@@ -54,7 +57,7 @@ def placement(args: argparse.Namespace) -> None:
 
     agent = dqn.QScheduler(dqn.load(args.checkpoint)[0])
     load_ms = (time.perf_counter() - t0) * 1e3
-    scheds: list[Scheduler] = [agent, EarliestFinish(), RequestPlan()]
+    scheds: list[Scheduler] = [agent, EarliestFinish(), RequestPlan(), StreamPlan()]
     print(f"{len(prof.layers)} layers on {cluster.n} devices; checkpoint {args.checkpoint.name} "
           f"loaded in {load_ms:.0f} ms (torch import included)")
     for s in scheds:
@@ -67,6 +70,21 @@ def placement(args: argparse.Namespace) -> None:
         print(f"{s.name:12s} placement: CPU median {statistics.median(cpu):.2f} ms, wall median "
               f"{statistics.median(wall):.2f} ms (max {max(wall):.2f}) per model "
               f"({len(p.stages)} stages, predicted latency {p.latency_s * 1e3:.3f} ms)")
+    # in a loaded stream, where the stream plan also plans the requests behind each task
+    print(f"a stream of {args.stream_tasks} such models at load {args.load} (CPU per model):")
+    fresh: list[Scheduler] = [agent, EarliestFinish(), RequestPlan(), StreamPlan()]
+    for s in fresh:
+        sim = InferenceSim(cluster, [prof], StreamConfig(tasks=args.stream_tasks, load=args.load))
+        per_task: list[float] = []
+        while not sim.done:
+            if sim.layer == 0:
+                per_task.append(0.0)
+            c = time.process_time()
+            d = s.choose(sim)
+            per_task[-1] += (time.process_time() - c) * 1e3
+            sim.place(d)
+        print(f"{s.name:12s} CPU median {statistics.median(per_task):.2f} ms, max "
+              f"{max(per_task):.2f} ms per model")
 
 
 def _gloo_rank(rank: int, port: int, reps: int, gap_s: float, out: Any) -> None:
@@ -153,6 +171,9 @@ def main() -> None:
                     help="placements per scheduler (50), or hops per size with --gloo (40)")
     ap.add_argument("--layers", type=int, default=50)
     ap.add_argument("--devices", type=int, default=16)
+    ap.add_argument("--stream-tasks", type=int, default=40,
+                    help="models in the loaded stream placed after the idle-cluster runs")
+    ap.add_argument("--load", type=float, default=0.8, help="the stream's load")
     ap.add_argument("--gloo", action="store_true", help="the gloo hop benchmark instead")
     ap.add_argument("--gap-ms", type=float, default=5.0,
                     help="--gloo: the sender's busy time before each send")

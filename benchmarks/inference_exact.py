@@ -34,6 +34,7 @@ from slurm_rl.inference.schedulers import (
     Lookahead,
     RequestPlan,
     Scheduler,
+    StreamPlan,
     WholeModel,
     metrics,
     run_episode,
@@ -69,7 +70,8 @@ def instances(count: int, seed: int = 2026) -> list[dict[str, Any]]:
 
 def schedulers() -> dict[str, Scheduler]:
     out: dict[str, Scheduler] = {"heft": EarliestFinish(), "lookahead": Lookahead(),
-                                 "request-plan": RequestPlan(), "whole": WholeModel()}
+                                 "request-plan": RequestPlan(), "stream-plan": StreamPlan(),
+                                 "whole": WholeModel()}
     from slurm_rl.inference import dqn, experiments  # torch: only the benchmark needs it
 
     for agent, label in experiments.AGENTS.items():

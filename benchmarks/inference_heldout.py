@@ -3,6 +3,7 @@
     D=slurm_rl/data/inference
     .venv/bin/python benchmarks/inference_heldout.py --cells 160 --csv heldout.csv \
         --drm $D/drm-dql-s1.pt,$D/drm-dql-s2.pt --vanilla $D/vanilla-dql-s1.pt
+    .venv/bin/python benchmarks/inference_heldout.py --dev --cells 120 --following 1,2,3
 
 Each cell is one setting of `heldout.HELD_OUT_SEEDS` (a seed no trainer draws; 2-16 devices
 from edge to H100-class, 0.1-400 Gbit/s, shipped and generated structures, half of the cells on
@@ -13,7 +14,9 @@ scheduler's mean latency over HEFT's. `--drm` / `--vanilla` take one or more che
 row of the agent is over all of them. Printed per scheduler, worst geo-mean first: the geo-mean
 ratio, the worst cell, and how many cells are better / within 0.5 % / worse than HEFT; then,
 with `--breakdown`, where each scheduler row wins, ties and loses: its geo-mean ratio (cells,
-worst) by structure, bandwidth band, device count and load band.
+worst) by structure, bandwidth band, device count and load band. `--dev` draws the cells from
+the development range instead (`heldout.DEV_SEEDS`, the held-out structure pool), where the
+heuristics' settings are tuned (`--following`: the stream plan's followers, a row per count).
 """
 
 from __future__ import annotations
@@ -29,11 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from slurm_rl.inference import heldout as ho  # noqa: E402
+from slurm_rl.inference.planner import FOLLOWING  # noqa: E402
 from slurm_rl.inference.schedulers import (  # noqa: E402
     EarliestFinish,
     Lookahead,
     RequestPlan,
     Scheduler,
+    StreamPlan,
     WholeModel,
     metrics,
     run_episode,
@@ -93,8 +98,8 @@ def run_cells(settings: Sequence[ho.Setting], schedulers: dict[str, tuple[str, S
     for s in settings:
         lat: dict[str, float] = {}
         for name, (_, sched) in schedulers.items():
-            if isinstance(sched, WholeModel | RequestPlan):
-                sched = type(sched)()
+            if isinstance(sched, WholeModel):
+                sched = WholeModel()
             sim = InferenceSim(s.cluster, [s.profile],
                                StreamConfig(tasks=tasks, load=s.load, seed=s.seed))
             lat[name] = metrics(run_episode(sim, sched), sim.dropped).mean_s
@@ -166,6 +171,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="skip this many held-out seeds (another draw of cells)")
     ap.add_argument("--drm", default="", help="DRM-DQL checkpoint(s), comma-separated")
     ap.add_argument("--vanilla", default="", help="vanilla DQL checkpoint(s), comma-separated")
+    ap.add_argument("--following", default=str(FOLLOWING),
+                    help="the stream plan's followers: one count, or several comma-separated "
+                         f"(a row each; the rows of counts other than {FOLLOWING} are named "
+                         "stream-plan-kK)")
+    ap.add_argument("--dev", action="store_true",
+                    help="cells of the development range (heldout.DEV_SEEDS) instead")
     ap.add_argument("--csv", type=Path, default=None)
     ap.add_argument("--breakdown", action="store_true",
                     help="also each scheduler's geo-mean by structure, bandwidth, devices, load")
@@ -173,16 +184,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.cells < 1 or a.tasks < 1:
         print("inference_heldout: --cells and --tasks must be >= 1", file=sys.stderr)
         return 2
+    try:
+        follow = [int(k) for k in a.following.split(",")]
+        if min(follow) < 0:
+            raise ValueError
+    except ValueError:
+        print(f"inference_heldout: --following: {a.following!r}, not counts >= 0 separated by "
+              "commas", file=sys.stderr)
+        return 2
     scheds: dict[str, tuple[str, Scheduler]] = {
         "heft": ("heft", EarliestFinish()), "lookahead": ("lookahead", Lookahead()),
         "whole": ("whole", WholeModel()),
         "request-plan": ("request-plan", RequestPlan())}
+    for k in follow:
+        name = "stream-plan" if k == FOLLOWING else f"stream-plan-k{k}"
+        scheds[name] = (name, StreamPlan(k))
     try:
         scheds |= _agents(a.drm, "drm-dql") | _agents(a.vanilla, "vanilla-dql")
     except ValueError as exc:  # CheckpointError: one line naming the file
         print(f"inference_heldout: {exc}", file=sys.stderr)
         return 2
-    rows = run_cells(ho.settings(ho.HELD_OUT_SEEDS, a.cells, a.start), scheds, a.tasks)
+    drawn = (ho.settings(ho.DEV_SEEDS, a.cells, a.start, held_out=True) if a.dev
+             else ho.settings(ho.HELD_OUT_SEEDS, a.cells, a.start))
+    rows = run_cells(drawn, scheds, a.tasks)
     print(table(summarise(rows)))
     drm = [n for n, (g, _) in scheds.items() if g == "drm-dql"]
     van = [n for n, (g, _) in scheds.items() if g == "vanilla-dql"]

@@ -1,4 +1,4 @@
-"""The sixth round of DRM-DQL tries (docs/inference.md "Sixth round"): DRM-DQL without
+"""The sixth round of DRM-DQL tries (docs/inference-rounds.md, "Sixth round"): DRM-DQL without
 demonstrations, a shorter discount, a validation set shaped like the sweep, and two ways of
 placing with the trained Q-network that lean on HEFT.
 

@@ -154,11 +154,16 @@ BLOCKS: dict[tuple[str, str], How] = {
                           '--param demo_episodes=16"'):
         How(skip="six training runs and a 45-cell sweep, an hour of CPU (test_inference_cli.py "
                  "checks the demonstrator setting's errors)"),
-    ("docs/inference.md", 'N="--param demo_episodes=0 --param eps_start=1.0 '
-                          '--param learning_rate=0.001"'):
+    ("docs/inference-rounds.md", 'P="--param demonstrator=best --param single_model=0.5 '
+                                 '--param demo_episodes=16"'):
+        How(skip="training runs of both agents and 45-cell sweeps at two loads, an hour of CPU "
+                 "or more (test_inference_cli.py checks the demonstrator setting's errors)"),
+    ("docs/inference-rounds.md", 'N="--param demo_episodes=0 --param eps_start=1.0 '
+                                 '--param learning_rate=0.001"'):
         How(skip="six training runs and two 45-cell sweeps, 30 minutes of CPU "
                  "(tests/inference/test_inference_candidates.py checks the candidates option)"),
-    ("docs/inference.md", "export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"):
+    ("docs/inference-rounds.md",
+     "export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1"):
         How(skip="four training runs and four 45-cell proxy sweeps, 25 minutes of CPU "
                  "(tests/benchmarks/test_inference_round6.py checks the script's pure parts)"),
     ("docs/policies.md", "for c in 09 10 02 04; do for load in 0.8 1.0; do"):

@@ -246,13 +246,7 @@ def _evaluate_grid(grid_file: Path, checkpoint_dir: Path | None, seeds: str, tas
     """`evaluate --grid`: the whole file and the checkpoints it needs are checked first;
     sweep.csv and summary.md are written only after every cell has run."""
     from slurm_rl.inference import experiments, grid
-    from slurm_rl.inference.schedulers import (
-        EarliestFinish,
-        Lookahead,
-        RequestPlan,
-        Scheduler,
-        WholeModel,
-    )
+    from slurm_rl.inference.schedulers import HEURISTICS, Scheduler
 
     try:
         g = grid.read_grid(grid_file)
@@ -276,14 +270,8 @@ def _evaluate_grid(grid_file: Path, checkpoint_dir: Path | None, seeds: str, tas
         for name in g.schedulers:
             if name in grid.AGENT_SCHEDULERS:
                 out[name] = dqn.QScheduler(nets[(grid.AGENT_SCHEDULERS[name], seed)], name)
-            elif name == "heft":
-                out[name] = EarliestFinish()
-            elif name == "whole":
-                out[name] = WholeModel()
-            elif name == "request-plan":
-                out[name] = RequestPlan()
             else:
-                out[name] = Lookahead()
+                out[name] = HEURISTICS[name]()
         return out
 
     rows = experiments.grid_sweep([(c.name, c.bandwidth, c.cluster) for c in g.clusters],

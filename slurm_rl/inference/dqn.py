@@ -57,7 +57,7 @@ from slurm_rl.inference.features import (
     eft_gap,
     plan_gap,
 )
-from slurm_rl.inference.planner import Planner
+from slurm_rl.inference.planner import for_base
 from slurm_rl.inference.schedulers import (
     EarliestFinish,
     Lookahead,
@@ -86,16 +86,16 @@ class QConfig:
     so an untrained network places exactly as HEFT does and a trained one may deviate from
     HEFT's device only where the learned term outweighs the gap (at most 2 * residual)."""
     base: str = "heft"
-    """What the residual form corrects: "heft" (gap = features.eft_gap), or "plan" (gap =
-    features.plan_gap around the request plan's device, planner.py: an untrained network
-    places as schedulers.RequestPlan does)."""
+    """What the residual form corrects: "heft" (gap = features.eft_gap), "plan" or "stream"
+    (gap = features.plan_gap around the request or stream plan's device, planner.py: an
+    untrained network places as schedulers.RequestPlan or StreamPlan does)."""
 
 
 class QNet(nn.Module):
     def __init__(self, cfg: QConfig) -> None:
         super().__init__()
         if cfg.base not in BASES:
-            raise ValueError(f"base: {cfg.base!r}, not 'heft' or 'plan'")
+            raise ValueError(f"base: {cfg.base!r}, not one of {', '.join(BASES)}")
         self.cfg = cfg
         h = cfg.hidden
         self.embed = nn.Sequential(nn.Linear(cfg.features, h), nn.ReLU(), nn.Linear(h, h),
@@ -159,7 +159,7 @@ class QScheduler:
         self.features = net.cfg.features
         self.candidates = net.cfg.candidates
         self.residual = net.cfg.residual
-        self.planner = Planner() if self.residual > 0 and net.cfg.base == "plan" else None
+        self.planner = for_base(net.cfg.base) if self.residual > 0 else None
         sd = {k: v.detach().numpy().astype(np.float64) for k, v in net.state_dict().items()}
         self.w = [(sd[f"{p}.weight"].T, sd[f"{p}.bias"])
                   for p in ("embed.0", "embed.2", "head.0", "head.2", "skip")]
@@ -252,8 +252,9 @@ class TrainConfig:
         "(env.randomised_scenarios: 2-16 devices, edge to H100-class, 0.1-400 Gbit/s, "
         "shipped and generated training structures); False: env.training_scenarios.", False)
     base: str = helped(
-        "What the residual form corrects (residual > 0): 'heft' (HEFT's finish gap) or 'plan' "
-        "(the request plan's device, planner.py: the whole task planned at its arrival).",
+        "What the residual form corrects (residual > 0): 'heft' (HEFT's finish gap), 'plan' "
+        "(the request plan's device, planner.py: the whole task planned at its arrival) or "
+        "'stream' (the stream plan's: the request plan charged for the requests behind it).",
         "heft")
     candidates: int = helped(
         "Action set per layer: the k feasible devices with the earliest estimated finish "
@@ -262,9 +263,9 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.base not in BASES:
-            raise ValueError(f"base: {self.base!r}, not 'heft' or 'plan'")
-        if self.base == "plan" and self.residual <= 0:
-            raise ValueError("base: 'plan' corrects the plan, which needs residual > 0")
+            raise ValueError(f"base: {self.base!r}, not one of {', '.join(BASES)}")
+        if self.base != "heft" and self.residual <= 0:
+            raise ValueError(f"base: {self.base!r} corrects a plan, which needs residual > 0")
         if self.demonstrator not in ("heft", "best"):
             raise ValueError(f"demonstrator: {self.demonstrator!r}, not 'heft' or 'best'")
         if not BASE_FEATURES <= self.features <= INPUT_FEATURES:

@@ -16,8 +16,9 @@ device is replaced by the earliest-finish feasible device (`info["invalid_action
 used is `info["action"]`).
 `candidates=k` (k > 0) cuts the mask to the layer's candidate set (features.candidate_mask:
 the k earliest-finish feasible devices plus the ones holding its inputs); 0 keeps them all.
-`base="plan"` gives the plan-residual network its base score: feature column EFT_COLUMN is
-`features.plan_gap` around the planned device (planner.py), which the candidate set includes.
+`base="plan"` (or `"stream"`) gives the plan-residual network its base score: feature column
+EFT_COLUMN is `features.plan_gap` around the planned device (planner.py), which the candidate
+set includes.
 """
 
 from __future__ import annotations
@@ -35,13 +36,12 @@ from gymnasium import spaces
 from slurm_rl.inference import cluster as cl
 from slurm_rl.inference import heldout
 from slurm_rl.inference.features import (
-    BASES,
     EFT_CAP,
     N_FEATURES,
     candidate_mask,
     device_features,
 )
-from slurm_rl.inference.planner import Planner
+from slurm_rl.inference.planner import for_base
 from slurm_rl.inference.profile import Profile, resolve
 from slurm_rl.inference.sim import InferenceSim, StreamConfig, TaskRecord
 
@@ -118,9 +118,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         self.max_devices = max_devices
         self.drop_penalty = drop_penalty
         self.candidates = candidates
-        if base not in BASES:
-            raise ValueError(f"base: {base!r}, not 'heft' or 'plan'")
-        self.planner = Planner() if base == "plan" else None
+        self.planner = for_base(base)
         self.observation_space = spaces.Dict({  # type: ignore[assignment]
             "devices": spaces.Box(-10.0, EFT_CAP, (max_devices, N_FEATURES), np.float32),
             "mask": spaces.MultiBinary(max_devices)})
@@ -203,7 +201,7 @@ class InferenceEnv(gym.Env[Obs, np.int64]):
         return {"devices": feats, "mask": mask}
 
     def _planned(self) -> int | None:
-        """The planned device of the current layer (base "plan"), else None."""
+        """The planned device of the current layer (base "plan" or "stream"), else None."""
         if self.planner is None or self.sim is None:
             return None
         return self.planner.device(self.sim)

@@ -26,6 +26,7 @@ from slurm_rl.inference.schedulers import (
     Metrics,
     RequestPlan,
     Scheduler,
+    StreamPlan,
     WholeModel,
     dp_chain,
     metrics,
@@ -90,8 +91,8 @@ def train_runs(agents: Sequence[str], seeds: Sequence[int], episodes: int, out_d
 def replot(curve_dir: Path, tag: str = "", params: dict[str, Any] | None = None) -> Path:
     """learning_curves{tag}.png from every curves-AGENT{tag}.csv in `curve_dir`, with the
     baselines on the validation episodes the run used (`params` as given to training:
-    randomised training validates on `randomised_validation`; with the plan as the base, the
-    request plan is a baseline too)."""
+    randomised training validates on `randomised_validation`; with a plan as the base, the
+    request plan, and the stream plan for its base, are baselines too)."""
     from slurm_rl.inference.report import curve_summary
 
     params = params or {}
@@ -99,8 +100,10 @@ def replot(curve_dir: Path, tag: str = "", params: dict[str, Any] | None = None)
     path = curve_dir / f"learning_curves{tag}.png"
     rows = read_curves(curve_dir, tag)
     scheds: list[Scheduler] = [EarliestFinish(), WholeModel()]
-    if params.get("base") == "plan":
+    if params.get("base") in ("plan", "stream"):
         scheds.append(RequestPlan())
+    if params.get("base") == "stream":
+        scheds.append(StreamPlan())
     base = {s.name: _validate(s, val) for s in scheds}
     plot_curves(rows, base, path)
     (curve_dir / f"learning_curves{tag}.md").write_text(curve_summary(rows, base) + "\n")
@@ -143,8 +146,9 @@ def plot_curves(rows: list[dict[str, Any]], baselines: dict[str, float], path: P
             rr = [r for r in rows if r["agent"] == agent and r["seed"] == seed]
             ax.plot([r["episode"] for r in rr], [r["validation_slowdown"] for r in rr],
                     color=colour, alpha=0.8, label=agent if k == 0 else None)
-    for (name, v), style in zip(baselines.items(), ("--", ":", "-."), strict=False):
-        ax.axhline(v, color="black", linestyle=style, label=name)
+    styles = (("--", "black"), (":", "black"), ("-.", "black"), ("-", "tab:green"))
+    for (name, v), (style, colour) in zip(baselines.items(), styles, strict=False):
+        ax.axhline(v, color=colour, linestyle=style, label=name, alpha=0.8)
     ax.set_yscale("log")
     low, high = ax.get_ylim()
     if high < 10 * low:  # within a decade: label 2, 3, 4... (else no tick would carry a number)

@@ -10,11 +10,12 @@ time, and how many tasks are expected to arrive before this layer would finish o
 A network reads the first `QConfig.features` columns. Column 15 (`EFT_COLUMN`) is not a network
 input: it is HEFT's own score, how much later than the earliest the layer would finish on the
 device, over the reference time (not compressed, at most `EFT_CAP`), which the HEFT-residual
-Q-network (dqn.py, `QConfig.residual`) starts from; with the plan as the base
-(`QConfig.base = "plan"`) it is `plan_gap` instead: 0 on the planned device (planner.py), and
-elsewhere how much later than there the layer would finish, plus `PLAN_MARGIN`.
+Q-network (dqn.py, `QConfig.residual`) starts from; with a plan as the base
+(`QConfig.base = "plan"` or `"stream"`) it is `plan_gap` instead: 0 on the planned device
+(planner.py), and elsewhere how much later than there the layer would finish, plus
+`PLAN_MARGIN`.
 
-`candidate_mask` (fifth round, docs/inference.md): the action set cut to the `k` feasible
+`candidate_mask` (fifth round, docs/inference-rounds.md): the action set cut to the `k` feasible
 devices with the earliest estimated finish for the layer (HEFT's own ranking) plus the feasible
 device(s) holding its inputs; k = 0 keeps every feasible device."""
 
@@ -33,8 +34,9 @@ INPUT_FEATURES = 15
 """The columns a network may read (the rest are for the residual form's fixed part)."""
 EFT_COLUMN = 15
 EFT_CAP = 100.0
-BASES = ("heft", "plan")
-"""What the residual form corrects: HEFT's finish gap (`eft_gap`) or the plan's (`plan_gap`)."""
+BASES = ("heft", "plan", "stream")
+"""What the residual form corrects: HEFT's finish gap (`eft_gap`), or the `plan_gap` of the
+request plan (`plan`) or of the stream plan (`stream`, planner.py)."""
 PLAN_MARGIN = 0.01
 """What leaving the plan costs at least in the plan residual's base score (reference times):
 an untrained network keeps the plan even where another device would finish the layer sooner."""

@@ -39,7 +39,8 @@ from slurm_rl.inference.plan import NoRoomError, place
 from slurm_rl.inference.profile import Profile, ProfileError, resolve, shipped_names
 from slurm_rl.inference.schedulers import EarliestFinish
 
-SCHEDULERS = ("drm-dql", "vanilla-dql", "heft", "whole", "lookahead", "request-plan")
+SCHEDULERS = ("drm-dql", "vanilla-dql", "heft", "whole", "lookahead", "request-plan",
+              "stream-plan")
 AGENT_SCHEDULERS = {"drm-dql": "drm", "vanilla-dql": "vanilla"}
 """The schedulers that read a trained checkpoint (their `--agent` names)."""
 REFERENCE = "heft"

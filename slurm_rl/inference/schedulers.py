@@ -1,5 +1,5 @@
-"""Placement schedulers (pure): the heuristics (HEFT, lookahead, the request plan, whole
-model), the DP lower bound, and the episode runner.
+"""Placement schedulers (pure): the heuristics (HEFT, lookahead, the request and stream plans,
+whole model), the DP lower bound, and the episode runner.
 
 A `Scheduler` answers `choose(sim)` with a device for the simulator's current layer; it must
 pick a feasible one (`sim.options().feasible`). DRM-DQL and vanilla DQL are `QScheduler`s (dqn.py).
@@ -13,7 +13,7 @@ from typing import Protocol
 import numpy as np
 
 from slurm_rl.inference.cluster import Cluster
-from slurm_rl.inference.planner import Planner
+from slurm_rl.inference.planner import FOLLOWING, Planner
 from slurm_rl.inference.profile import Profile
 from slurm_rl.inference.sim import InferenceSim, TaskRecord, tables
 
@@ -64,6 +64,19 @@ class RequestPlan:
         return self.planner.device(sim)
 
 
+class StreamPlan(RequestPlan):
+    """The request plan charged for the requests behind it (planner.py): of HEFT's placement
+    and the DP plan, the one that leaves the least latency summed over the task and
+    `planner.FOLLOWING` requests like it, arriving one mean observed gap apart after it; so a
+    task does not take the one fast device when the requests behind it would pay more for
+    that than it gains."""
+
+    name = "stream-plan"
+
+    def __init__(self, following: int = FOLLOWING) -> None:
+        self.planner = Planner(following)
+
+
 class WholeModel:
     """The whole model on one device: the fastest idle one with memory for it, else the one
     where it would finish first; exclusive-GPU serving as clusters do it today."""
@@ -91,6 +104,11 @@ class WholeModel:
         if feasible[self._device]:
             return self._device
         return int(np.argmin(np.where(feasible, finish, np.inf)))
+
+
+HEURISTICS: dict[str, type[Scheduler]] = {
+    s.name: s for s in (EarliestFinish, Lookahead, RequestPlan, StreamPlan, WholeModel)}
+"""The heuristic schedulers by name, each built fresh per episode (`HEURISTICS[name]()`)."""
 
 
 class RandomFeasible:

@@ -203,21 +203,29 @@ class InferenceSim:
         self._opts = Options(ready=ready, start=start, finish=finish, feasible=feasible)
         return self._opts
 
-    def input_ready(self, k: int, est_fin: Sequence[float], devices: Sequence[int]) -> F64:
-        """When layer `k` of the current task would have its inputs on each device (estimated),
-        its earlier layers having finished at `est_fin` on `devices` (the task's own, or a
-        planner's trial, planner.py)."""
-        task = self.task
-        ready = np.full(self.cluster.n, task.arrival)
-        for j in task.t.profile.layers[k].inputs:
+    def input_ready(self, k: int, est_fin: Sequence[float], devices: Sequence[int], *,
+                    t: ModelTables | None = None, arrival: float | None = None) -> F64:
+        """When layer `k` of the current task (or of a task of model `t` arriving at `arrival`,
+        a planner's follower) would have its inputs on each device (estimated), its earlier
+        layers having finished at `est_fin` on `devices` (the task's own, or a planner's trial,
+        planner.py)."""
+        if t is None:
+            t = self.task.t
+        if arrival is None:
+            arrival = self.task.arrival
+        ready: F64 | None = None
+        for j in t.profile.layers[k].inputs:
             if j < 0:
                 src = self.cluster.source
-                arr = (task.arrival + task.t.profile.input_bytes * self.inv_bw[src]
-                       + self.lat[src])
+                arr = arrival + t.profile.input_bytes * self.inv_bw[src] + self.lat[src]
             else:
                 src = devices[j]
-                arr = est_fin[j] + task.t.out_bytes[j] * self.inv_bw[src] + self.lat[src]
-            ready = np.maximum(ready, arr)
+                arr = est_fin[j] + t.out_bytes[j] * self.inv_bw[src] + self.lat[src]
+            # an input is never there before the arrival (transfers take >= 0 s, and a layer
+            # finishes after it), so the first one needs no max with it
+            ready = arr if ready is None else np.maximum(ready, arr)
+        if ready is None:
+            return np.full(self.cluster.n, arrival)
         return ready
 
     def place(self, d: int) -> list[TaskRecord]:

@@ -1,5 +1,5 @@
 """benchmarks/inference_round6.py's pure parts: the HEFT-guarded choice and the sweep-like
-validation set (the sixth round, docs/inference.md)."""
+validation set (the sixth round, docs/inference-rounds.md)."""
 
 from __future__ import annotations
 

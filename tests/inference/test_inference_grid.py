@@ -200,7 +200,7 @@ def test_the_example_grid_parses() -> None:
         ("mixed", 2.0), ("mixed", 25.0), ("example", "bandwidth.csv"), ("lab", 2.0),
         ("lab", 25.0)]
     assert g.schedulers == ("drm-dql", "vanilla-dql", "heft", "whole", "lookahead",
-                            "request-plan")
+                            "request-plan", "stream-plan")
 
 
 def test_builtin_sweep_rows_unchanged() -> None:

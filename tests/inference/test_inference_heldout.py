@@ -18,7 +18,12 @@ from slurm_rl.inference.schedulers import EarliestFinish, Scheduler, run_episode
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from benchmarks.inference_heldout import breakdown, head_to_head, summarise  # noqa: E402
+from benchmarks.inference_heldout import (  # noqa: E402
+    breakdown,
+    head_to_head,
+    main,
+    summarise,
+)
 
 
 def test_training_and_held_out_seed_ranges_and_structures_are_disjoint() -> None:
@@ -32,6 +37,31 @@ def test_training_and_held_out_seed_ranges_and_structures_are_disjoint() -> None
     held = ho.settings(ho.HELD_OUT_SEEDS, 60)
     assert {s.structure for s in held} & set(ho.HELD_OUT_STRUCTURES)
     assert {s.structure for s in held} & set(ho.TRAIN_STRUCTURES)
+
+
+def test_the_development_range_is_apart_from_training_validation_and_held_out() -> None:
+    assert set(ho.DEV_SEEDS) <= set(ho.TRAIN_SEEDS)
+    assert not set(ho.DEV_SEEDS) & set(ho.HELD_OUT_SEEDS)
+    train = {sc.setting for k in range(1, 4) for sc in randomised_scenarios(128, seed=k)}
+    val = {sc.setting for sc in randomised_validation()}
+    assert not (train | val) & set(ho.DEV_SEEDS)
+    dev = ho.settings(ho.DEV_SEEDS, 40, held_out=True)
+    assert {s.structure for s in dev} & set(ho.HELD_OUT_STRUCTURES)
+
+
+def test_the_benchmark_runs_dev_cells_with_several_follower_counts(
+        capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "dev.csv"
+    assert main(["--dev", "--cells", "2", "--tasks", "3", "--following", "0,2",
+                 "--csv", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "stream-plan-k0" in text and "stream-plan " in text
+    rows = out.read_text().splitlines()
+    assert len(rows) == 1 + 2 * 6  # heft, lookahead, whole, request-plan and two stream plans
+    seeds = {int(r.split(",")[0]) for r in rows[1:]}
+    assert seeds <= set(ho.DEV_SEEDS)
+    assert main(["--following", "1,x"]) == 2
+    assert "--following" in capsys.readouterr().err
 
 
 def test_settings_are_drawn_from_their_seed_within_the_stated_ranges() -> None:
