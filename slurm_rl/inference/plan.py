@@ -9,7 +9,7 @@ from pathlib import Path
 from slurm_rl import checkpoint_errors
 from slurm_rl.inference.cluster import Cluster
 from slurm_rl.inference.profile import Profile
-from slurm_rl.inference.schedulers import EarliestFinish, RequestPlan, Scheduler, WholeModel
+from slurm_rl.inference.schedulers import HEURISTICS, Scheduler
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 
@@ -42,12 +42,8 @@ class Plan:
 
 
 def scheduler_for(name: str, checkpoint: Path | None) -> Scheduler:
-    if name == "heft":
-        return EarliestFinish()
-    if name == "whole":
-        return WholeModel()
-    if name == "request-plan":
-        return RequestPlan()
+    if name in HEURISTICS:
+        return HEURISTICS[name]()
     from slurm_rl.inference import dqn
     from slurm_rl.inference.experiments import DEFAULT_CHECKPOINT
 
