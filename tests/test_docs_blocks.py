@@ -116,6 +116,11 @@ BLOCKS: dict[tuple[str, str], How] = {
                            "docs/eval/rl.toml > /tmp/rl-steps.toml"):
         How(skip="13 minutes of simulation (192 runs); the restart steps are "
                  "tests/sim/test_restart_steps.py"),
+    ("docs/evaluation.md", "sed '/^restart_grace_s = 0.0/d; /^requeue_s = 0.0/d; /^policies = /{N;"
+                           "s/.*/policies = [\"edf-elastic\", \"deadline\", \"elasticflow\", "
+                           "\"elasticflow-drop\"]/}' \\"):
+        How(skip="88 minutes of simulation (48 runs); the restart steps are "
+                 "tests/sim/test_restart_steps.py"),
     ("docs/evaluation.md", "for x in 0.0 0.25 0.5 1.0; do"):
         How(skip="5 minutes of simulation (80 runs); the opt-in share and the rules are "
                  "tests/sim/test_restart_rules.py"),
