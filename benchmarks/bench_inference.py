@@ -1,7 +1,9 @@
 """Two benchmarks for the inference placement (docs/inference.md); not timed tests.
 
 Placement (default): the trained DRM-DQL agent places a 50-layer model (the first 50 layers of
-the ResNet-style profile, skips included) on a 16-device cluster (a100/v100/t4/cpu, 10 Gbit/s).
+the ResNet-style profile, skips included) on a 16-device cluster (a100/v100/t4/cpu, 10 Gbit/s),
+without the placement guard and with it (as `inference place` runs it: the agent's plan, then
+the request plan's estimate; plan.py), then the heuristics.
 Prints milliseconds per whole-model placement, process CPU time and wall time (median of
 --reps; checkpoint loading reported apart), then the CPU time per model in a loaded stream of
 --stream-tasks such models (--load), where the stream plan also plans the requests it expects
@@ -60,14 +62,15 @@ def placement(args: argparse.Namespace) -> None:
     scheds: list[Scheduler] = [agent, EarliestFinish(), RequestPlan(), StreamPlan()]
     print(f"{len(prof.layers)} layers on {cluster.n} devices; checkpoint {args.checkpoint.name} "
           f"loaded in {load_ms:.0f} ms (torch import included)")
-    for s in scheds:
+    for s, guard in [(agent, False), *((x, True) for x in scheds)]:
         wall, cpu = [], []
         for _ in range(args.reps):
             t, c = time.perf_counter(), time.process_time()
-            p = plan.place(prof, cluster, s)
+            p = plan.place(prof, cluster, s, guard=guard)
             wall.append((time.perf_counter() - t) * 1e3)
             cpu.append((time.process_time() - c) * 1e3)
-        print(f"{s.name:12s} placement: CPU median {statistics.median(cpu):.2f} ms, wall median "
+        name = s.name if guard or s is not agent else f"{s.name} (no guard)"
+        print(f"{name:12s} placement: CPU median {statistics.median(cpu):.2f} ms, wall median "
               f"{statistics.median(wall):.2f} ms (max {max(wall):.2f}) per model "
               f"({len(p.stages)} stages, predicted latency {p.latency_s * 1e3:.3f} ms)")
     # in a loaded stream, where the stream plan also plans the requests behind each task

@@ -132,9 +132,15 @@ BLOCKS: dict[tuple[str, str], How] = {
                           "# profiles + CPU times into ./inference-profile/ (~5 s)"):
         How(skip="writes ./inference-profile/ where it runs; tests/test_first_hour_outputs.py "
                  "runs it in a temporary folder and checks the shipped files stay as they are"),
+    ("docs/inference.md", ".venv/bin/python benchmarks/inference_place_guard.py        "
+                          "# 30 s of CPU"):
+        How(shorten="on 20 settings and the default checkpoint (the figures need all 300)",
+            replace=(("# 30 s of CPU", "--cells 20 --checkpoint "
+                                       "slurm_rl/data/inference/drm-dql-s1.pt"),),
+            expect="guard acted in"),
     ("docs/inference.md", ".venv/bin/slurm-rl inference place resnet --cluster "
                           "examples/inference/cluster.toml"):
-        How(expect="# resnet by drm-dql: predicted latency"),
+        How(expect="# resnet by drm-dql (guarded): predicted latency 1.306 ms"),
     ("docs/inference.md", 'sbatch -N 2 --wrap "slurm-rl plan mobilenet --device-type t4 '
                           '--bandwidth-gbps 100 --json"'):
         How(skip="submits a job; tests/inference/test_inference_slurm_plan.py runs it"),

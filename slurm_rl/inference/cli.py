@@ -304,6 +304,10 @@ def _report(rows: list[dict[str, Any]], dp: list[dict[str, Any]], out_dir: Path)
     click.echo(text)
 
 
+NO_GUARD_HELP = ("Print drm-dql's own plan even where the request plan is predicted to finish "
+                 "sooner (by default that one is printed, with a line saying so).")
+
+
 @inference.command("place")
 @click.argument("model")
 @click.option("--cluster", "cluster_file", type=click.Path(dir_okay=False, path_type=Path),
@@ -311,8 +315,9 @@ def _report(rows: list[dict[str, Any]], dp: list[dict[str, Any]], out_dir: Path)
 @click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole", "request-plan"]),
               default="drm-dql", show_default=True)
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--no-guard", is_flag=True, help=NO_GUARD_HELP)
 def place_command(model: str, cluster_file: Path, scheduler: str,
-                  checkpoint: Path | None) -> None:
+                  checkpoint: Path | None, no_guard: bool) -> None:
     """Place MODEL (a shipped structure or a profile file) on an idle cluster and print the
     plan: one line per layer with its device and estimated finish time."""
     from slurm_rl.inference import cluster, plan
@@ -325,15 +330,17 @@ def place_command(model: str, cluster_file: Path, scheduler: str,
         c = cluster.load(cluster_file)
     except ClusterError as exc:
         raise click.BadParameter(str(exc), param_hint="--cluster") from None
-    click.echo(plan.format_plan(place_or_fail(prof, c, scheduler, checkpoint)))
+    click.echo(plan.format_plan(place_or_fail(prof, c, scheduler, checkpoint,
+                                              guard=not no_guard)))
 
 
-def place_or_fail(prof: Profile, c: Cluster, scheduler: str, checkpoint: Path | None) -> Plan:
+def place_or_fail(prof: Profile, c: Cluster, scheduler: str, checkpoint: Path | None, *,
+                  guard: bool = True) -> Plan:
     """`plan.place`, its errors as one-line click errors (`inference place`, `slurm-rl plan`)."""
     from slurm_rl.inference import plan
 
     try:
-        return plan.place(prof, c, scheduler, checkpoint)
+        return plan.place(prof, c, scheduler, checkpoint, guard=guard)
     except plan.CheckpointError as exc:
         raise click.BadParameter(str(exc), param_hint="--checkpoint") from None
     except plan.NoRoomError as exc:

@@ -1,15 +1,24 @@
 """One model placed on an idle cluster: the plan `slurm-rl inference place` (and, inside a
-Slurm job, `slurm-rl plan`) prints."""
+Slurm job, `slurm-rl plan`) prints.
+
+A learned scheduler's plan is guarded: the request plan (`schedulers.RequestPlan`: the better of
+HEFT's placement and the queue-aware DP plan) is worked out as well, and where the cost model
+predicts it finishes the request sooner, it is printed instead, with a line that says so. One
+request on an idle cluster with no noise is exactly what the simulator predicts, so the printed
+plan is never predicted slower than the heuristic's; the agent's own plan stands where it is at
+least as fast. `guard=False` (`--no-guard`) prints the agent's plan as it is.
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from slurm_rl import checkpoint_errors
+from slurm_rl.inference import planner
 from slurm_rl.inference.cluster import Cluster
 from slurm_rl.inference.profile import Profile
-from slurm_rl.inference.schedulers import HEURISTICS, Scheduler
+from slurm_rl.inference.schedulers import HEURISTICS, RequestPlan, Scheduler
 from slurm_rl.inference.sim import InferenceSim, StreamConfig
 
 
@@ -24,6 +33,8 @@ class Plan:
     """Estimated finish of each layer after the request arrives (no contention)."""
     compute_s: tuple[float, ...] = ()
     """Estimated compute time of each layer on its device (the cluster's cost model)."""
+    guard: str = ""
+    """Why a learned scheduler's own plan was replaced (module doc); empty where it was not."""
 
     @property
     def latency_s(self) -> float:
@@ -64,9 +75,40 @@ class NoRoomError(ValueError):
 
 
 def place(profile: Profile, cluster: Cluster, scheduler: str | Scheduler,
-          checkpoint: Path | None = None) -> Plan:
+          checkpoint: Path | None = None, *, guard: bool = True) -> Plan:
+    """The plan of `scheduler` (a name or a scheduler) for `profile` alone on `cluster`; a
+    learned scheduler's guarded by the request plan unless `guard` is False (module doc)."""
     s = scheduler_for(scheduler, checkpoint) if isinstance(scheduler, str) else scheduler
-    sim = InferenceSim(cluster, [profile], StreamConfig(tasks=1, noise=0.0))
+    own = _place(profile, cluster, s)
+    if not guard or type(s) in HEURISTICS.values():
+        return own
+    sim = _idle(profile, cluster)
+    est = planner.request_rollout(sim)
+    if est is None:
+        return own
+    # one request on an idle cluster without noise runs as estimated: the rollout is the
+    # request plan's own plan (tests/inference/test_inference_place_guard.py checks it)
+    arrival = sim.task.arrival
+    ref = Plan(model=profile.model, scheduler=RequestPlan.name,
+               devices=tuple(cluster.devices[d].name for d in est.devices),
+               layer_names=own.layer_names,
+               finish_s=tuple(f - arrival for f in est.finishes),
+               compute_s=tuple(float(sim.models[0].comp[i, d])
+                               for i, d in enumerate(est.devices)))
+    if ref.latency_s >= own.latency_s:
+        return own
+    return replace(ref, scheduler=f"{own.scheduler} (guarded)",
+                   guard=f"{own.scheduler}'s own plan ({own.latency_s * 1e3:.3f} ms, "
+                         f"{own.latency_s / ref.latency_s:.2f}x) is predicted slower than "
+                         f"{ref.scheduler}'s, which is printed instead (--no-guard: the agent's)")
+
+
+def _idle(profile: Profile, cluster: Cluster) -> InferenceSim:
+    return InferenceSim(cluster, [profile], StreamConfig(tasks=1, noise=0.0))
+
+
+def _place(profile: Profile, cluster: Cluster, s: Scheduler) -> Plan:
+    sim = _idle(profile, cluster)
     while not sim.done:
         ok = sim.options().feasible
         if not ok.any():
@@ -92,6 +134,8 @@ def stage_times(p: Plan) -> list[tuple[float, float]]:
 def format_plan(p: Plan) -> str:
     lines = [f"# {p.model} by {p.scheduler}: predicted latency {p.latency_s * 1e3:.3f} ms, "
              f"{len(p.stages)} stage(s)"]
+    if p.guard:
+        lines.append(f"# guard: {p.guard}")
     for dev, a, b in p.stages:
         lines.append(f"stage {dev} layers {a}-{b} ({p.layer_names[a]} .. {p.layer_names[b]}) "
                      f"done at {p.finish_s[b] * 1e3:.3f} ms")

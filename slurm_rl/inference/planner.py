@@ -75,6 +75,8 @@ class Rollout:
     """The task's estimated finish (seconds, the simulator's clock)."""
     devices: tuple[int, ...]
     """Every layer's device, those placed already included."""
+    finishes: tuple[float, ...]
+    """Every layer's estimated finish, in the same order."""
     free: F64
     """When each device is estimated to be free after the task."""
     used: F64
@@ -142,7 +144,8 @@ def rollout(sim: InferenceSim, plan: tuple[int, ...] | None,
         used[d] += t.need[k]
         fin.append(float(f[d]))
         devs.append(d)
-    return Rollout(finish=max(fin), devices=tuple(devs), free=free, used=used)
+    return Rollout(finish=max(fin), devices=tuple(devs), finishes=tuple(fin), free=free,
+                   used=used)
 
 
 def _candidates(sim: InferenceSim, req: Request) -> list[Rollout]:
@@ -158,6 +161,13 @@ def _candidates(sim: InferenceSim, req: Request) -> list[Rollout]:
 def _first(cands: list[Rollout]) -> Rollout:
     """The candidate that finishes first (the earlier one, HEFT, on a tie)."""
     return min(cands, key=lambda x: x.finish)
+
+
+def request_rollout(sim: InferenceSim) -> Rollout | None:
+    """The current task's rollout by the request plan (`best_plan` without followers); None
+    when neither candidate places it."""
+    cands = _candidates(sim, Request.current(sim))
+    return _first(cands) if cands else None
 
 
 def best_plan(sim: InferenceSim, following: int = 0, gap: float = 0.0) -> tuple[int, ...]:

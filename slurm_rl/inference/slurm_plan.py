@@ -17,7 +17,7 @@ from pathlib import Path
 import click
 
 from slurm_rl.inference import cluster as cl
-from slurm_rl.inference.cli import place_or_fail
+from slurm_rl.inference.cli import NO_GUARD_HELP, place_or_fail
 from slurm_rl.inference.profile import ProfileError, resolve
 
 
@@ -78,10 +78,11 @@ def intent_model(job_id: str | None) -> str:
 @click.option("--scheduler", type=click.Choice(["drm-dql", "heft", "whole", "request-plan"]),
               default="drm-dql", show_default=True)
 @click.option("--checkpoint", type=click.Path(dir_okay=False, path_type=Path), default=None)
+@click.option("--no-guard", is_flag=True, help=NO_GUARD_HELP)
 @click.option("--json", "as_json", is_flag=True, help="One JSON object instead of text.")
 def plan_command(model: str | None, nodes: str | None, device_type: str, bandwidth_gbps: float,
                  cluster_file: Path | None, scheduler: str, checkpoint: Path | None,
-                 as_json: bool) -> None:
+                 no_guard: bool, as_json: bool) -> None:
     """Place MODEL (a shipped structure or a profile file; default: the job's own
     `rlsbatch --rl-inference` model) over this job's nodes."""
     from slurm_rl.inference import plan
@@ -109,10 +110,11 @@ def plan_command(model: str | None, nodes: str | None, device_type: str, bandwid
         base = cl.make([device_type] * len(names), bandwidth_gbps)
     devices = tuple(replace(d, name=n) for d, n in zip(base.devices, names, strict=True))
     c = replace(base, devices=devices)
-    p = place_or_fail(prof, c, scheduler, checkpoint)
+    p = place_or_fail(prof, c, scheduler, checkpoint, guard=not no_guard)
     if as_json:
         click.echo(json.dumps({"model": p.model, "scheduler": p.scheduler,
                                "predicted_latency_s": p.latency_s,
+                               "guard": p.guard or None,
                                "link_latency_s": c.link_latency_s, "nodes": list(names),
                                "stages": [{"node": d, "first": a, "last": b,
                                            "start_s": t0, "done_s": t1}

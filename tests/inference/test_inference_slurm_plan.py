@@ -117,7 +117,8 @@ def test_plan_inside_a_two_node_job(tmp_path: Path) -> None:
     hosts = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True,
                            text=True, check=True).stdout.split()
     assert plan["nodes"] == hosts and len(hosts) == 2
-    assert plan["scheduler"] == "drm-dql" and plan["predicted_latency_s"] > 0
+    assert plan["scheduler"].startswith("drm-dql") and plan["predicted_latency_s"] > 0
+    assert "guard" in plan  # null, or why the request plan was printed instead
     stages = plan["stages"]
     assert stages[0]["first"] == 0 and stages[-1]["last"] == 56  # mobilenet's 57 layers
     assert all(s["node"] in hosts for s in stages)
