@@ -189,8 +189,9 @@ class PlanInputs:
     limits: Mapping[str, PartitionLimits] | None = None
     """What each partition lets a user ask for (limits.py). A GPU count is applied only within
     what the job's owner could ask for in its partition — the daemon acts as operator, which
-    skips the checks slurmctld makes for the owner — else skipped with the reason. None: the
-    count is capped by the largest usable node only (pure unit tests of ordering)."""
+    skips the checks slurmctld makes for the owner — else skipped with the reason. None (not
+    read, as when `scontrol show partition` fails): no GPU count is changed, since nothing says
+    what the owner may ask for."""
     assoc: AssocLimits | None = None
     """Association limits (limits.py), with `limits`."""
     cpus_per_gpu: Mapping[JobId, int] = field(default_factory=dict)
@@ -254,7 +255,9 @@ def _gpu_change(job: JobView, gpus: int, snapshot: ClusterSnapshot, node_cap: in
     """The fields that give `job` `gpus` GPUs (its CPUs following them when sized), or why
     not."""
     cap, over, limit = node_cap, outside_range(job, gpus), None
-    if inputs.limits is not None and not over:
+    if inputs.limits is None and not over:
+        over = "partition limits not read: GPU counts are not changed"
+    elif inputs.limits is not None and not over:
         limit = job_limits(job, inputs.limits, inputs.assoc)
         if limit is None:
             over = f"partition {job.partition!r} has no known GPU limits"

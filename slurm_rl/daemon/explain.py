@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from slurm_rl.config import ClaimsConfig, ConfigError, load_config
+from slurm_rl.slurm.framing import one_line
 
 
 @click.command("explain")
@@ -62,7 +63,8 @@ def explain(job_id: str, config_file: Path | None, db_path: Path | None) -> None
         gpus = (f"{j.gpus} GPUs on {j.nodes} node(s)" if now is None
                 else f"{now[0]} GPUs on {now[1]} node(s) now in Slurm"
                 + (f" ({j.gpus} when the daemon last stored it)" if now[0] != j.gpus else ""))
-        click.echo(f"job {j.job_id} ({j.name}, {j.user}): {j.state.value}, {gpus}, "
+        click.echo(f"job {j.job_id} ({one_line(j.name, 100)}, {one_line(j.user, 40)}): "
+                   f"{j.state.value}, {gpus}, "
                    f"{scope}{deadline}")
         if claims is not None:
             click.echo(claims)

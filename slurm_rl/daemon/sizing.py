@@ -284,9 +284,10 @@ class Sizer:
 
 def _minimum(job: JobView, settings: SizingConfig, nodes: Sequence[NodeView]) -> Sized | None:
     """The range minimum on one node of the job's partition, without partition limits (used
-    only after `max_wait_cycles`: 1 GPU is what any user of a GPU partition may ask for)."""
+    only after `max_wait_cycles`), never above `[sizing] max_gpus`: the site's cap is all that
+    bounds a count set as operator here."""
     it = job.intent
-    lo = max((it.gpus_min if it else None) or 1, 1)
+    lo = min(max((it.gpus_min if it else None) or 1, 1), settings.max_gpus)
     members = [n for n in nodes if job.partition in n.partitions]
     cpus = cpus_per_node(lo, settings.cpus_per_gpu, members)
     if cpus is None:

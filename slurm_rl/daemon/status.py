@@ -25,6 +25,7 @@ from slurm_rl.daemon.store import guard_note
 from slurm_rl.db.kinds import EntryKind
 from slurm_rl.db.models import DecisionEntry, DecisionRow, Job, JobProgress, Node
 from slurm_rl.db.readonly import ReadOnlyError, database_path, read_only_session
+from slurm_rl.slurm.framing import one_line
 
 FORECAST_MAX = 2000
 """Jobs forecast at most (the plan is quadratic); later ranks show no prediction."""
@@ -175,19 +176,26 @@ def _span(seconds: float | None) -> str:
 
 def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> None:
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
+
+    def text(value: str, limit: int) -> str:
+        """A user's string as a cell: one line, cut, and never read as rich markup (a job named
+        `x[/]` would stop the table for everyone; `[white on white]` would hide a row)."""
+        return escape(one_line(value, limit))
 
     rows = [r for r in status.rows if user is None or r.user == user]
     shown = rows if limit is None else rows[:limit]
     mode = " (dry run)" if status.dry_run else ""
     title = (f"slurm-rl queue as of {_clock(status.as_of)}, policy {status.policy}{mode}, "
              f"{status.gpus_total} GPUs" if status.as_of else "slurm-rl: no decision recorded")
+    title = escape(title)
     if status.guard:
-        title += f"\nguard: {status.guard}"
+        title += f"\nguard: {text(status.guard, 300)}"
     console = Console(width=None if sys.stdout.isatty() else 160)
     if not rows:
         whose = f" of user {user}" if user is not None else ""
-        console.print(f"{title}\nno pending or running jobs{whose}", highlight=False)
+        console.print(f"{title}\nno pending or running jobs{escape(whose)}", highlight=False)
         return
     table = Table(title=title, title_justify="left")
     for col, justify in (("rank", "right"), ("job", "left"), ("user", "left"),
@@ -199,10 +207,11 @@ def print_table(status: QueueStatus, *, user: str | None, limit: int | None) -> 
         slack = _span(r.slack_s)
         if r.slack_s is not None and r.slack_s < 0:
             slack = f"[red]{slack}[/red]"
-        table.add_row("-" if r.rank is None else str(r.rank), f"{r.job_id} {r.name}"[:40],
-                      r.user, r.state.lower(), r.service_class or "-", slack,
-                      _clock(r.predicted_start), _clock(r.predicted_finish), str(r.gpus),
-                      (r.reason or "-")[:60], style=None if r.managed else "dim")
+        table.add_row("-" if r.rank is None else str(r.rank), text(f"{r.job_id} {r.name}", 40),
+                      text(r.user, 40), r.state.lower(), text(r.service_class or "-", 20),
+                      slack, _clock(r.predicted_start), _clock(r.predicted_finish),
+                      str(r.gpus), text(r.reason or "-", 60),
+                      style=None if r.managed else "dim")
     console.print(table)
     if len(shown) < len(rows):
         console.print(f"... {len(rows) - len(shown)} more (--all shows every job)")

@@ -31,6 +31,7 @@ from slurm_rl.daemon.actuator import (
     parse_errors,
     plan_changes,
 )
+from slurm_rl.daemon.limits import PartitionLimits
 from slurm_rl.db.kinds import ActionKind, EntryKind
 from slurm_rl.slurm.runner import CommandResult
 
@@ -46,6 +47,8 @@ def job(i: int, **kw: object) -> JobView:
 
 
 RANGE = Intent(gpus_min=1, gpus_max=8)
+WHOLE = {"": PartitionLimits(name="", gpus_per_node=4, max_nodes=4)}
+"""The partition of these jobs (JobView's default, empty name): every node, as its owner may ask."""
 
 
 def snap(*jobs: JobView) -> ClusterSnapshot:
@@ -163,7 +166,7 @@ def test_gpu_counts_become_tres_per_node_and_num_nodes() -> None:
             job(5, gpus=2, intent=RANGE)]
     known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 6)}
     plan = plan_changes(ranked(1, 2, 3, 4, 5, gpus={1: 4, 2: 8, 3: 4, 4: 2, 5: 7}),
-                        snap(*jobs), PlanInputs(known_values=known))
+                        snap(*jobs), PlanInputs(known_values=known, limits=WHOLE))
     cmds = [c.command for c in plan.changes]
     assert cmds == [
         "update JobId=4 TresPerNode=gres:gpu:2 NumNodes=1",   # 8 on 2 nodes -> 2 on one
@@ -241,7 +244,7 @@ def test_bad_scales_are_refused(bad: dict[str, int]) -> None:
 def test_jobs_that_asked_for_gpus_per_job_keep_their_count() -> None:
     plan = plan_changes(ranked(1, gpus={1: 4}), snap(job(1, gpus=2, intent=RANGE)),
                         PlanInputs(known_values={JobId("1"): RankScale().value(0)},
-                                   gpus_per_job=frozenset({JobId("1")})))
+                                   gpus_per_job=frozenset({JobId("1")}), limits=WHOLE))
     assert plan.changes == ()
     assert [s.why for s in plan.skipped] == ["GPUs asked per job (--gpus): not resized"]
 
@@ -253,8 +256,22 @@ def test_a_gpu_count_outside_the_job_s_range_is_never_applied() -> None:
             job(3, gpus=1, intent=Intent(gpus_min=1, gpus_max=2))]
     known = {JobId(str(i)): RankScale().value(i - 1) for i in range(1, 4)}
     plan = plan_changes(ranked(1, 2, 3, gpus={1: 4, 2: 1, 3: 2}), snap(*jobs),
-                        PlanInputs(known_values=known))
+                        PlanInputs(known_values=known, limits=WHOLE))
     assert [c.command for c in plan.changes] == ["update JobId=3 TresPerNode=gres:gpu:2"]
     assert [(k.job_id, k.why) for k in plan.skipped] == [
         ("1", "4 GPUs are outside the job's range 1-2"),
         ("2", "1 GPUs for a job without a GPU range (it asked for 2)")]
+
+
+def test_no_gpu_count_changes_while_partition_limits_are_unread() -> None:
+    # The daemon acts as operator, which skips slurmctld's checks for the owner: without the
+    # partition's limits (scontrol show partition failing) nothing says what the owner may ask.
+    jobs = [job(1, gpus=1, intent=RANGE)]
+    known = {JobId("1"): RankScale().value(0)}
+    unread = plan_changes(ranked(1, gpus={1: 4}), snap(*jobs), PlanInputs(known_values=known))
+    assert unread.changes == ()
+    assert [(k.job_id, k.why) for k in unread.skipped] == [
+        ("1", "partition limits not read: GPU counts are not changed")]
+    read = plan_changes(ranked(1, gpus={1: 4}), snap(*jobs),
+                        PlanInputs(known_values=known, limits=WHOLE))
+    assert [c.command for c in read.changes] == ["update JobId=1 TresPerNode=gres:gpu:4"]

@@ -205,3 +205,16 @@ def test_an_unfinished_sizing_of_a_reused_id_is_not_retried(tmp_path: Path) -> N
         s.commit()
         assert unfinished_sizing(s, [JobId("7")]) == []
     engine.dispose()
+
+
+def test_the_last_resort_without_limits_keeps_to_the_sites_cap() -> None:
+    # after max_wait_cycles without readable limits the range minimum is set as operator:
+    # never above [sizing] max_gpus, whatever minimum the comment claims
+    from slurm_rl.daemon.sizing import _minimum
+
+    wide = tuple(NodeView(name=NodeName("big"), state=NodeState.IDLE, gpus_total=16,
+                          cpus_total=32, partitions=("gpu",)) for _ in range(1))
+    got = _minimum(job(lo=16, hi=16), SizingConfig(max_gpus=4), wide)
+    assert got is not None and (got.gpus, got.per_node, got.nodes) == (4, 4, 1)
+    own = _minimum(job(lo=2, hi=16), SizingConfig(max_gpus=4), wide)
+    assert own is not None and own.gpus == 2

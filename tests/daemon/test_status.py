@@ -159,3 +159,23 @@ def test_an_empty_queue_says_so(tmp_path: Path) -> None:
     proc = subprocess.run([SLURM_RL, "status", "--user", "alice"], capture_output=True,
                           text=True, timeout=60, env={**os.environ, "SLURM_RL_DB": str(db)})
     assert proc.stdout.splitlines()[-1] == "no pending or running jobs of user alice"
+
+
+def test_a_job_name_is_never_read_as_markup(capsys: pytest.CaptureFixture[str]) -> None:
+    from slurm_rl.daemon.status import QueueStatus, StatusRow, print_table
+
+    def row(i: int, name: str, user: str = "alice", reason: str = "ranked") -> StatusRow:
+        return StatusRow(job_id=str(i), user=user, name=name, state="PENDING", managed=True,
+                         rank=i, service_class="standard", deadline=None, slack_s=None,
+                         predicted_start=None, predicted_finish=None, gpus=1, reason=reason)
+
+    hostile = ("x[/]", "[white on white]hidden", "[link=http://e.x]ok[/link]", "a\x1b[2Jb")
+    rows = tuple(row(i, n) for i, n in enumerate(hostile, 1)) + (
+        row(9, "honest", user="[/]", reason="[bold]boosted[/bold]"),)
+    print_table(QueueStatus(database="db", as_of=time.time(), policy="sjf", dry_run=False,
+                            gpus_total=8, rows=rows, guard="job [/] starves"),
+                user=None, limit=None)
+    out = capsys.readouterr().out
+    assert "x[/]" in out and "[white on white]hidden" in out and "[link=http://e.x]ok" in out
+    assert "\x1b[2J" not in out and "a?[2Jb" in out
+    assert "[bold]boosted" in out and "job [/] starves" in out
