@@ -138,6 +138,12 @@ class Poller:
 
     def _entry(self, record: SqueueRecord, now: float) -> _Entry:
         decoded = decode_comment(record.comment)
+        p = decoded.progress
+        if p is not None and p.updated_at is not None and p.updated_at > now:
+            # A report's time is the job's own word: never later than the poll that first saw
+            # it (a report dated in the future would otherwise count as not yet made, which
+            # `impossible_progress` and the remaining time read it by).
+            decoded = replace(decoded, progress=replace(p, updated_at=now))
         fit = self._fits.get(record.job_id)
         if (record.state.is_running and record.start_time is not None
                 and decoded.progress is not None):

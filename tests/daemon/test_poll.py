@@ -182,3 +182,19 @@ def test_the_poller_fits_the_rate_over_a_runs_reports() -> None:
     p.commit(p.poll(now=t1 + 70))
     third = {str(j.id): j for j in p.poll(now=t1 + 80).jobs}["4115"]
     assert third.predicted_remaining_s == pytest.approx(600 / 5 - 20)
+
+
+def test_a_report_dated_in_the_future_is_dated_when_the_poll_saw_it() -> None:
+    (record,) = [r for r in parse_squeue(SQUEUE, RECORDED).records if r.job_id == "4115"]
+    assert record.start_time is not None
+    now = int(record.start_time) + 30
+    runner = Recorded(with_comment(SQUEUE, "4115", "{rlp:100/1000@9;t=4102444800}"))  # 2100
+    p = poller(runner)
+    first = p.poll(now=now)
+    job = {str(j.id): j for j in first.jobs}["4115"]
+    assert job.progress is not None and job.progress.updated_at == now
+    assert job.predicted_remaining_s == pytest.approx(900 / 9)
+    p.commit(first)  # kept as first seen: at a later poll the report is still dated `now`
+    later = {str(j.id): j for j in p.poll(now=now + 10).jobs}["4115"]
+    assert later.progress is not None and later.progress.updated_at == now
+    assert later.predicted_remaining_s == pytest.approx(900 / 9 - 10)
