@@ -170,12 +170,16 @@ class Sequencer:
         or a job that took longer than `wait_pending_s` to be requeued."""
         jobs = {j.id: j for j in snapshot.jobs}
         count = 0
-        for job_id, kind in held_after_requeue(session).items():
+        held = held_after_requeue(session)
+        at = latest_requeues(session, list(held)) if held else {}
+        for job_id, kind in held.items():
             job = jobs.get(job_id)
             # Slurm 22.05 shows such a job PENDING with the reason "job requeued in held
             # state" (not JobHeldAdmin, so JobView.held is False): pending is what counts.
             if job is None:
                 continue
+            if not (job.managed and job.restartable and same_submission(job, at.get(job_id))):
+                continue  # another job under the id Slurm gave again, or not one we restart
             if not job.state.is_pending:  # (still completing: look again next cycle)
                 self.recover_due = True
                 continue
@@ -308,6 +312,32 @@ def released_since(session: Session, since: float) -> dict[JobId, float]:
         .order_by(_actions.c.id)
     ).all()
     return {JobId(job_id): float(at) for job_id, at in rows}
+
+
+SAME_SUBMISSION_S = 600.0
+"""A requeue resets the job's submit time to about its own instant ("so the restarted job looks
+like a new job", slurmctld says), so a job submitted more than this after the daemon's latest
+requeue of its id is another job, under an id Slurm gave again (a slurmctld started with fresh
+state numbers jobs from 1): recovery never releases it."""
+
+
+def same_submission(job: JobView, requeued_at: float | None) -> bool:
+    """Whether `job` can be the one the daemon requeued at `requeued_at` (module constant)."""
+    return requeued_at is not None and job.submit_time <= requeued_at + SAME_SUBMISSION_S
+
+
+def latest_requeues(session: Session, job_ids: Sequence[JobId]) -> dict[JobId, float]:
+    """When the daemon last requeued each of `job_ids` (a requeue that may have run: not
+    FAILED or ABANDONED)."""
+    rows = session.execute(
+        select(_action_jobs.c.job_id, _actions.c.started_at)
+        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .where(_actions.c.kind.in_(REQUEUES),
+               _actions.c.status.not_in((ActionStatus.FAILED, ActionStatus.ABANDONED)),
+               _action_jobs.c.job_id.in_(list(job_ids)))
+        .order_by(_actions.c.id)
+    ).all()
+    return {JobId(job_id): float(started) for job_id, started in rows}
 
 
 def held_after_requeue(session: Session) -> dict[JobId, ActionKind]:

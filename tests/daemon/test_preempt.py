@@ -5,6 +5,7 @@ thing: test_preempt_slurm.py)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from fake_slurm import FakeSlurm
@@ -349,3 +350,25 @@ def test_the_snapshot_says_how_often_a_job_restarted_and_what_it_had_run(
     _, fresh = preempter(FakeSlurm())
     again = fresh.annotate(session, ClusterSnapshot(time=NOW + 5, jobs=(pending,), nodes=NODES))
     assert again.jobs[0].restarts == 1 and restart_counts(session) == {JobId("1"): 1}
+
+
+@pytest.mark.parametrize("other", [
+    dict(submit_time=NOW + 5 * 86400.0),                     # submitted days after our requeue
+    dict(submit_time=NOW + 5.0, managed=False, intent=None),  # not a job the daemon manages
+    dict(submit_time=NOW + 5.0, restartable=False),           # never requeued by the daemon
+])
+def test_recovery_never_releases_another_job_under_the_same_id(
+        session: Session, other: dict[str, object]) -> None:
+    """A preemption's release failed, so the log still shows job 1 held by the daemon; days
+    later Slurm (started with fresh state) gives id 1 to someone else's job, held by an admin.
+    Recovery must not release it, give it the lowest rank, or touch its GPUs."""
+    first, _ = preempter(FakeSlurm(states=("RUNNING",)), grace_s=0.0, wait_pending_s=1.0)
+    step(first, session, NOW, [1], job())
+    assert held_after_requeue(session) == {JobId("1"): ActionKind.PREEMPT_REQUEUE}
+    stranger = replace(job(state=JobState.PENDING), **other)  # type: ignore[arg-type]
+    fake = FakeSlurm()
+    _, second = preempter(fake)
+    upsert_jobs(session, [stranger], now=NOW + 6 * 86400.0)
+    assert second.recover(session, ClusterSnapshot(time=NOW + 6 * 86400.0, jobs=(stranger,),
+                                                   nodes=NODES), cycle_id=2) == 0
+    assert fake.calls == []
