@@ -101,6 +101,8 @@ class Sequencer:
         """Look for jobs an earlier restart left held: at start, and after a requeue that was
         not PENDING within `wait_pending_s` or a release that failed."""
         self._restarts: dict[JobId, int] | None = None  # from the action log, then kept up
+        self._requeued_at: dict[JobId, float] = {}
+        """When the daemon last requeued each job of `_restarts` (read and kept with it)."""
         self._earlier_gpu_s: dict[JobId, float] = {}
         self._released: dict[JobId, float] | None = None
         """Jobs a resize released, with when (from the action log at start, then kept up)."""
@@ -125,6 +127,7 @@ class Sequencer:
                                 None, cycle_id, decision_id):
             return False
         restarts[job.id] = restarts.get(job.id, 0) + 1
+        self._requeued_at[job.id] = self.clock()
         if job.start_time is not None:
             ran = max(0.0, self.clock() - job.start_time) * job.gpus
             self._earlier_gpu_s[job.id] = self._earlier_gpu_s.get(job.id, 0.0) + ran
@@ -229,6 +232,7 @@ class Sequencer:
     def _restarts_from(self, session: Session) -> dict[JobId, int]:
         if self._restarts is None:
             self._restarts = restart_counts(session)
+            self._requeued_at = latest_requeues(session, None)
         return self._restarts
 
     def annotate(self, session: Session, snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -238,8 +242,10 @@ class Sequencer:
         restarts = self._restarts_from(session)
         if not restarts:
             return snapshot
-        live = {j.id for j in snapshot.jobs}
-        for job_id in [j for j in restarts if j not in live]:
+        live = {j.id: j for j in snapshot.jobs}
+        for job_id in [j for j in restarts if j not in live
+                       or not same_submission(live[j], self._requeued_at.get(j))]:
+            # gone, or another job under the id Slurm gave again: not restarted by us
             del restarts[job_id]
             self._earlier_gpu_s.pop(job_id, None)
         if not restarts:
@@ -326,17 +332,17 @@ def same_submission(job: JobView, requeued_at: float | None) -> bool:
     return requeued_at is not None and job.submit_time <= requeued_at + SAME_SUBMISSION_S
 
 
-def latest_requeues(session: Session, job_ids: Sequence[JobId]) -> dict[JobId, float]:
-    """When the daemon last requeued each of `job_ids` (a requeue that may have run: not
-    FAILED or ABANDONED)."""
-    rows = session.execute(
-        select(_action_jobs.c.job_id, _actions.c.started_at)
-        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
-        .where(_actions.c.kind.in_(REQUEUES),
-               _actions.c.status.not_in((ActionStatus.FAILED, ActionStatus.ABANDONED)),
-               _action_jobs.c.job_id.in_(list(job_ids)))
-        .order_by(_actions.c.id)
-    ).all()
+def latest_requeues(session: Session, job_ids: Sequence[JobId] | None
+                    ) -> dict[JobId, float]:
+    """When the daemon last requeued each of `job_ids` (None: every job), counting the
+    requeues `restart_counts` counts (those not FAILED)."""
+    query = (select(_action_jobs.c.job_id, _actions.c.started_at)
+             .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+             .where(_actions.c.kind.in_(REQUEUES), _actions.c.status != ActionStatus.FAILED)
+             .order_by(_actions.c.id))
+    if job_ids is not None:
+        query = query.where(_action_jobs.c.job_id.in_(list(job_ids)))
+    rows = session.execute(query).all()
     return {JobId(job_id): float(started) for job_id, started in rows}
 
 

@@ -350,6 +350,12 @@ def test_the_snapshot_says_how_often_a_job_restarted_and_what_it_had_run(
     _, fresh = preempter(FakeSlurm())
     again = fresh.annotate(session, ClusterSnapshot(time=NOW + 5, jobs=(pending,), nodes=NODES))
     assert again.jobs[0].restarts == 1 and restart_counts(session) == {JobId("1"): 1}
+    # Days later Slurm gives id 1 to another submission: it has not restarted, nor run.
+    stranger = replace(pending, submit_time=NOW + 5 * 86400.0)
+    for daemon in (seq, preempter(FakeSlurm())[1]):
+        (new,) = daemon.annotate(session, ClusterSnapshot(time=NOW + 6 * 86400.0,
+                                                          jobs=(stranger,), nodes=NODES)).jobs
+        assert new.restarts == 0 and new.attained_gpu_s == 0.0
 
 
 @pytest.mark.parametrize("other", [
