@@ -12,10 +12,14 @@ from __future__ import annotations
 import csv
 import math
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 
 MEASURED_GPUS = (1, 2, 4, 8, 16, 32, 64)
+
+PROFILE_SLACK = 4.0
+"""How much faster than its model's measured throughput (A100s) a job's progress may claim to
+be before it is not believed: newer GPUs and better input pipelines are faster, never 4x."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -103,3 +107,18 @@ def scaled_rate(rate: float, from_gpus: int, to_gpus: int, model: str | None,
     c = curve_for(model, batch_size)
     base = c.throughput(from_gpus)
     return rate * c.throughput(to_gpus) / base if base > 0 else 0.0
+
+
+@lru_cache(maxsize=4096)
+def fastest(model: str, gpus: int) -> float:
+    """The most iterations per second any measured batch size of `model` reaches at `gpus`."""
+    return max(c.throughput(gpus) for c in curves()[model])
+
+
+def rate_ceiling(model: str | None, gpus: int) -> float | None:
+    """The fastest steps per second a job of `model` on `gpus` GPUs may be believed to make
+    (`PROFILE_SLACK` x its fastest measured rate); None for a model without a measured curve."""
+    name = model.lower() if model else None
+    if name is None or name not in curves():
+        return None
+    return PROFILE_SLACK * fastest(name, max(gpus, 1))

@@ -31,9 +31,9 @@ from typing import Literal, TypeAlias
 from slurm_rl import perfmodel
 from slurm_rl.core import ClusterSnapshot, JobId, JobView, Progress
 
-PROFILE_SLACK = 4.0
-"""How much faster than its model's measured throughput (A100s) a job's progress may claim to
-be before it is not believed: newer GPUs and better input pipelines are faster, never 4x."""
+PROFILE_SLACK = perfmodel.PROFILE_SLACK
+"""How much faster than its model's measured throughput a job's progress may claim to be
+before it is not believed (perfmodel.py)."""
 
 
 class Source(enum.Enum):
@@ -322,7 +322,6 @@ def _peak_per_gpu(model: str) -> float:
     return max(max(c.throughput(g) / g for g in c.gpus) for c in perfmodel.curves()[model])
 
 
-@lru_cache(maxsize=4096)
 def _fastest(model: str, gpus: int) -> float:
     """The most iterations per second any measured batch size of `model` reaches at `gpus`."""
-    return max(c.throughput(gpus) for c in perfmodel.curves()[model])
+    return perfmodel.fastest(model, gpus)

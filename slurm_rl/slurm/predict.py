@@ -108,6 +108,11 @@ def remaining(fit: RateFit | None, progress: Progress | None, *, now: float, gpu
         rate = progress.rate if progress.rate and progress.rate > 0 else None
     if rate is None:
         return None
+    # The reports' times are the job's word: two dated a second apart with a large step
+    # between them would fit any rate. No faster than its model could be believed to run.
+    ceiling = perfmodel.rate_ceiling(intent.model if intent else None, gpus)
+    if ceiling is not None and rate > ceiling:
+        rate = ceiling
     left = max(0, progress.steps_total - progress.steps_done) / rate
     if run_start is not None:
         since = max(run_start, progress.updated_at or run_start)

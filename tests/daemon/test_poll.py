@@ -198,3 +198,25 @@ def test_a_report_dated_in_the_future_is_dated_when_the_poll_saw_it() -> None:
     later = {str(j.id): j for j in p.poll(now=now + 10).jobs}["4115"]
     assert later.progress is not None and later.progress.updated_at == now
     assert later.predicted_remaining_s == pytest.approx(900 / 9 - 10)
+
+
+def test_a_rate_fitted_from_reports_dated_close_together_is_held_to_the_model() -> None:
+    """Two reports a second apart by their own dates, 5,000 steps between them: the fit gives
+    5,000 steps/s, far above what resnet50 could be believed to run at on the job's GPUs; the
+    prediction uses at most that ceiling."""
+    from slurm_rl import perfmodel
+    from slurm_rl.core import Intent
+    from slurm_rl.submit.intent import compose_comment
+
+    (record,) = [r for r in parse_squeue(SQUEUE, RECORDED).records if r.job_id == "4115"]
+    assert record.start_time is not None
+    t = int(record.start_time) + 600
+    tag = compose_comment("", Intent(model="resnet50"))
+    runner = Recorded(with_comment(SQUEUE, "4115", tag + f"{{rlp:0/1000000;t={t}}}"))
+    p = poller(runner)
+    p.commit(p.poll(now=t))
+    runner.squeue = with_comment(SQUEUE, "4115", tag + f"{{rlp:5000/1000000;t={t + 1}}}")
+    job = {str(j.id): j for j in p.poll(now=t + 1).jobs}["4115"]
+    ceiling = perfmodel.rate_ceiling("resnet50", record.gpus)
+    assert ceiling is not None and ceiling < 5000
+    assert job.predicted_remaining_s == pytest.approx(995_000 / ceiling)
