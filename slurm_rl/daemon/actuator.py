@@ -255,9 +255,9 @@ def _gpu_change(job: JobView, gpus: int, snapshot: ClusterSnapshot, node_cap: in
     """The fields that give `job` `gpus` GPUs (its CPUs following them when sized), or why
     not."""
     cap, over, limit = node_cap, outside_range(job, gpus), None
-    if inputs.limits is None and not over:
+    if not over and inputs.limits is None:
         over = "partition limits not read: GPU counts are not changed"
-    elif inputs.limits is not None and not over:
+    elif not over:
         limit = job_limits(job, inputs.limits, inputs.assoc)
         if limit is None:
             over = f"partition {job.partition!r} has no known GPU limits"

@@ -173,15 +173,15 @@ class Sequencer:
         or a job that took longer than `wait_pending_s` to be requeued."""
         jobs = {j.id: j for j in snapshot.jobs}
         count = 0
-        held = held_after_requeue(session)
-        at = latest_requeues(session, list(held)) if held else {}
-        for job_id, kind in held.items():
+        self._restarts_from(session)  # (loads `_requeued_at`)
+        for job_id, kind in held_after_requeue(session).items():
             job = jobs.get(job_id)
             # Slurm 22.05 shows such a job PENDING with the reason "job requeued in held
             # state" (not JobHeldAdmin, so JobView.held is False): pending is what counts.
             if job is None:
                 continue
-            if not (job.managed and job.restartable and same_submission(job, at.get(job_id))):
+            if not (job.managed and job.restartable
+                    and same_submission(job, self._requeued_at.get(job_id))):
                 continue  # another job under the id Slurm gave again, or not one we restart
             if not job.state.is_pending:  # (still completing: look again next cycle)
                 self.recover_due = True
@@ -232,7 +232,7 @@ class Sequencer:
     def _restarts_from(self, session: Session) -> dict[JobId, int]:
         if self._restarts is None:
             self._restarts = restart_counts(session)
-            self._requeued_at = latest_requeues(session, None)
+            self._requeued_at = latest_requeues(session)
         return self._restarts
 
     def annotate(self, session: Session, snapshot: ClusterSnapshot) -> ClusterSnapshot:
@@ -247,6 +247,7 @@ class Sequencer:
                        or not same_submission(live[j], self._requeued_at.get(j))]:
             # gone, or another job under the id Slurm gave again: not restarted by us
             del restarts[job_id]
+            self._requeued_at.pop(job_id, None)
             self._earlier_gpu_s.pop(job_id, None)
         if not restarts:
             return snapshot
@@ -332,17 +333,15 @@ def same_submission(job: JobView, requeued_at: float | None) -> bool:
     return requeued_at is not None and job.submit_time <= requeued_at + SAME_SUBMISSION_S
 
 
-def latest_requeues(session: Session, job_ids: Sequence[JobId] | None
-                    ) -> dict[JobId, float]:
-    """When the daemon last requeued each of `job_ids` (None: every job), counting the
-    requeues `restart_counts` counts (those not FAILED)."""
-    query = (select(_action_jobs.c.job_id, _actions.c.started_at)
-             .join(_actions, _actions.c.id == _action_jobs.c.action_id)
-             .where(_actions.c.kind.in_(REQUEUES), _actions.c.status != ActionStatus.FAILED)
-             .order_by(_actions.c.id))
-    if job_ids is not None:
-        query = query.where(_action_jobs.c.job_id.in_(list(job_ids)))
-    rows = session.execute(query).all()
+def latest_requeues(session: Session) -> dict[JobId, float]:
+    """When the daemon last requeued each job, of the requeues `restart_counts` counts (those
+    not FAILED)."""
+    rows = session.execute(
+        select(_action_jobs.c.job_id, _actions.c.started_at)
+        .join(_actions, _actions.c.id == _action_jobs.c.action_id)
+        .where(_actions.c.kind.in_(REQUEUES), _actions.c.status != ActionStatus.FAILED)
+        .order_by(_actions.c.id)
+    ).all()
     return {JobId(job_id): float(started) for job_id, started in rows}
 
 

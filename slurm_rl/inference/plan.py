@@ -11,6 +11,7 @@ least as fast. `guard=False` (`--no-guard`) prints the agent's plan as it is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -88,13 +89,7 @@ def place(profile: Profile, cluster: Cluster, scheduler: str | Scheduler,
         return own
     # one request on an idle cluster without noise runs as estimated: the rollout is the
     # request plan's own plan (tests/inference/test_inference_place_guard.py checks it)
-    arrival = sim.task.arrival
-    ref = Plan(model=profile.model, scheduler=RequestPlan.name,
-               devices=tuple(cluster.devices[d].name for d in est.devices),
-               layer_names=own.layer_names,
-               finish_s=tuple(f - arrival for f in est.finishes),
-               compute_s=tuple(float(sim.models[0].comp[i, d])
-                               for i, d in enumerate(est.devices)))
+    ref = _plan(sim, RequestPlan.name, est.devices, est.finishes, sim.task.arrival)
     if ref.latency_s >= own.latency_s:
         return own
     return replace(ref, scheduler=f"{own.scheduler} (guarded)",
@@ -116,12 +111,19 @@ def _place(profile: Profile, cluster: Cluster, s: Scheduler) -> Plan:
                               f"({profile.layers[sim.layer].name}) fits on no device's memory")
         sim.place(s.choose(sim))
     r = sim.records[0]
-    return Plan(model=profile.model, scheduler=s.name,
-                devices=tuple(cluster.devices[d].name for d in r.devices),
+    return _plan(sim, s.name, r.devices, r.finishes, r.arrival)
+
+
+def _plan(sim: InferenceSim, scheduler: str, devices: Sequence[int], finishes: Sequence[float],
+          arrival: float) -> Plan:
+    """The Plan of the one model of `sim` placed on `devices`, its layers finishing at
+    `finishes` (the simulator's clock)."""
+    profile, cluster = sim.models[0].profile, sim.cluster
+    return Plan(model=profile.model, scheduler=scheduler,
+                devices=tuple(cluster.devices[d].name for d in devices),
                 layer_names=tuple(lay.name for lay in profile.layers),
-                finish_s=tuple(f - r.arrival for f in r.finishes),
-                compute_s=tuple(float(sim.models[0].comp[i, d])
-                                for i, d in enumerate(r.devices)))
+                finish_s=tuple(f - arrival for f in finishes),
+                compute_s=tuple(float(sim.models[0].comp[i, d]) for i, d in enumerate(devices)))
 
 
 def stage_times(p: Plan) -> list[tuple[float, float]]:

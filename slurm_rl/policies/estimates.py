@@ -85,7 +85,7 @@ def _believed(job: JobView, p: Progress | None) -> Progress | None:
         return p
     if p.steps_done > PROFILE_SLACK * _peak_per_gpu(model) * job.attained_gpu_s + 1:
         return None
-    if p.rate is not None and p.rate > PROFILE_SLACK * _fastest(model, max(job.gpus, 1)):
+    if p.rate is not None and p.rate > PROFILE_SLACK * perfmodel.fastest(model, max(job.gpus, 1)):
         return None
     return p
 
@@ -110,7 +110,7 @@ def impossible_progress(job: JobView, now: float) -> bool:
     model = intent.model.lower()
     if model not in perfmodel.curves():
         return False
-    fastest = PROFILE_SLACK * _fastest(model, max(job.gpus, 1))
+    fastest = PROFILE_SLACK * perfmodel.fastest(model, max(job.gpus, 1))
     at = p.updated_at if p.updated_at is not None else now
     return p.steps_done > fastest * max(0.0, at - job.submit_time) + 1 or (
         p.rate is not None and p.rate > fastest)
@@ -216,7 +216,7 @@ def _claim_bounds(model: str, gpus: int) -> tuple[float, float] | None:
     if measured is None:
         return None
     return (PROFILE_SLACK * _peak_per_gpu(measured),
-            PROFILE_SLACK * _fastest(measured, max(gpus, 1)))
+            PROFILE_SLACK * perfmodel.fastest(measured, max(gpus, 1)))
 
 
 def claimed_remaining(job: JobView, now: float) -> Estimate | None:
@@ -321,7 +321,3 @@ def _peak_per_gpu(model: str) -> float:
     """The most iterations per second per GPU any measured curve of `model` reaches."""
     return max(max(c.throughput(g) / g for g in c.gpus) for c in perfmodel.curves()[model])
 
-
-def _fastest(model: str, gpus: int) -> float:
-    """The most iterations per second any measured batch size of `model` reaches at `gpus`."""
-    return perfmodel.fastest(model, gpus)
