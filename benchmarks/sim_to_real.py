@@ -28,8 +28,10 @@ import dataclasses
 import json
 import math
 import os
+import random
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -46,6 +48,7 @@ from slurm_rl.sim.config import EngineConfig, TimeLimitEstimate
 from slurm_rl.sim.engine import Simulator
 from slurm_rl.sim.trace import TraceJob
 from slurm_rl.slurm.parse import parse_time
+from slurm_rl.submit.intent import decode_comment
 
 # benchmarks/ is no package: run as a script, only this folder is on sys.path; the repository
 # root makes `benchmarks.sim_to_real_logs` the same module to Python and to mypy
@@ -60,6 +63,7 @@ from benchmarks.sim_to_real_logs import (  # noqa: E402
     compare,
     daemon_timing,
     job_events,
+    kendall_tau_b,
     load_raw,
     slurm_timing,
 )
@@ -160,7 +164,9 @@ class Restarts:
     grace_s: float = 3.0
     max_per_hour: int = 2
     sim_grace_s: float = 3.5
-    """Signal to requeue: grace_s plus the wait for the next daemon cycle (half of 1 s)."""
+    """Signal to requeue: grace_s plus the wait for the next daemon cycle (half of 1 s). The
+    replay's own measure replaces it where the daemon's action log gives one
+    (`DaemonTiming.graces`), unless --sim-grace is given."""
     requeue_s: float = 1.2
     """Requeue to running again (the release's StartTime=now+1 and the next scheduling pass;
     docs/sim-to-real.md, "What a restart costs")."""
@@ -222,6 +228,7 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
                                "--db", db, "--only-name-prefix", prefix, *extra],
                               stdout=log, stderr=subprocess.STDOUT)
     submitted: list[tuple[ReplayJob, str, float | None, float]] = []
+    all_done = False
     t0 = time.time() + 2.0
     conf = _slurm_config()
     log_path = Path(conf["SlurmctldLogFile"]) if conf.get("SlurmctldLogFile") else None
@@ -252,8 +259,10 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
                     rates = ",".join(f"{step_rate(g):.6f}" for g in range(1, GPUS_PER_NODE + 1))
                     args += ["-c", "1", "--rl-steps", str(j.steps), "--rl-model", MODEL,
                              "--rl-batch-size", str(BATCH), "--wrap",
-                             f"exec {sys.executable} {JOB} --dir {folder} --steps {j.steps} "
-                             f"--rates {rates}"]
+                             # SIGUSR1 ends a process that has no handler yet: a resize can
+                             # be signalled in the job's first second (docs/rlsbatch.md)
+                             f"trap '' USR1; exec {sys.executable} {JOB} --dir {folder} "
+                             f"--steps {j.steps} --rates {rates}"]
                 else:
                     args += ["--wrap", f"date +%s.%N > {stamp}; sleep {j.seconds}; "
                              f"date +%s.%N >> {stamp}"]
@@ -272,10 +281,14 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
                 if bad:
                     raise SystemExit(f"jobs {bad} did not complete; see {workdir}")
                 time.sleep(2)
+            all_done = True
         finally:
             daemon.send_signal(signal.SIGTERM)
             daemon.wait(timeout=30)
             log.close()
+            if not all_done and submitted:
+                # the next replay must find the cluster idle, as this one did
+                subprocess.run(["scancel", *(s[1] for s in submitted)], capture_output=True)
     rows = _squeue(ids)
     lines: list[str] = []
     if log_path and log_path.is_file():
@@ -314,14 +327,15 @@ def run_real(jobs: list[ReplayJob], policy: str, prefix: str, restarts: Restarts
             sub, st, en = at, start, end
         kinds = done_restarts.get(jid, [])
         real.append(RealJob(job=j, job_id=jid, submit=sub, start=st, end=en,
-                            deadline=deadline, nodes=rows[jid][4], slurm_start=slurm_start,
+                            deadline=_stated_deadline(rows[jid][5], deadline),
+                            nodes=rows[jid][4], slurm_start=slurm_start,
                             payload=(start, end), runs=runs,
                             resizes=kinds.count("requeue_hold"),
                             preemptions=kinds.count("preempt_requeue"), waits=waits))
     bf = None
     if lines:
         bf = slurm_timing(lines, real, t0 - 5.0, max(r.end for r in real) + 5.0)
-    return real, daemon_timing(workdir / "daemon.log"), bf
+    return real, daemon_timing(workdir / "daemon.log", db), bf
 
 
 def _log_events(text: str) -> Iterator[tuple[str, dict[str, str]]]:
@@ -380,9 +394,21 @@ def _restarts_done(db: Path) -> dict[str, list[str]]:
 
 
 def _squeue(ids: list[str]) -> dict[str, list[str]]:
+    """Per job id: state, submit, start, end, nodes and comment (last: it may hold '|')."""
     out = subprocess.run(["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o",
-                          "%i|%T|%V|%S|%e|%N"], capture_output=True, text=True, check=True)
-    return {line.split("|")[0]: line.split("|")[1:] for line in out.stdout.splitlines()}
+                          "%i|%T|%V|%S|%e|%N|%k"], capture_output=True, text=True, check=True)
+    rows = (line.split("|", 6) for line in out.stdout.splitlines())
+    return {r[0]: r[1:] for r in rows}
+
+
+def _stated_deadline(comment: str, asked: float | None) -> float | None:
+    """The deadline as the daemon reads it (rlsbatch writes whole epoch seconds: `+Ns` counts
+    from the second it runs in), not the instant `+Ns` was asked at: a replay's deadlines are
+    a few seconds apart, and two within a second of each other tie live."""
+    intent = decode_comment(comment).intent
+    if asked is None or intent is None or intent.deadline is None:
+        return asked
+    return intent.deadline
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -416,11 +442,16 @@ def _trace_job(r: RealJob, t0: float, model: SimModel, launch_s: float) -> Trace
     # profiled rate, as the job's own), plus its launch and exit as slurmctld saw them (from
     # its start to the job's first stamp, and from its last stamp to its completion; else the
     # median launch) and the release after it ends.
-    overhead = launch_s
+    overhead, speed = launch_s, 1.0
     if model.measured_durations and r.payload:
         overhead = (r.payload[0] - r.start) + (r.end - r.payload[1])
+        if len(r.runs) == 1 and r.payload[1] > r.payload[0]:
+            # One run: its steps took what they took (the job's sleeps and reports run a few
+            # ms off the profiled rate, and a few ms decide which daemon cycle sees the end).
+            speed = r.job.steps / step_rate(r.runs[0][1]) / (r.payload[1] - r.payload[0])
     return TraceJob(id=r.job_id, submit=r.submit - t0,
-                    duration=r.job.steps / step_rate(r.job.gpus) + overhead + model.release_s,
+                    duration=r.job.steps / step_rate(r.job.gpus) / speed + overhead
+                    + model.release_s,
                     gpus=r.job.gpus, time_limit_s=TIME_LIMIT_MIN * 60.0, deadline=deadline,
                     total_steps=r.job.steps, model=MODEL, batch_size=BATCH,
                     gpus_min=r.job.gpus if r.job.elastic else None,
@@ -428,17 +459,23 @@ def _trace_job(r: RealJob, t0: float, model: SimModel, launch_s: float) -> Trace
 
 
 def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
-            slurm: SlurmTiming | None, model: SimModel, restarts: Restarts | None = None
+            slurm: SlurmTiming | None, model: SimModel, restarts: Restarts | None = None,
+            jitter: tuple[float, int] | None = None, measured_grace: bool = True
             ) -> tuple[SimOut, tuple[int, int], dict[str, tuple[float, ...]]]:
     """The simulated replay: each job's start, end and first nodes, the resizes and
     preemptions the simulated daemon carried out, and per job the time from each restart's
     signal to the next run (a run's end is its grace's end: the signal was sim_grace_s
-    before)."""
+    before). `jitter` (sigma seconds, seed): each job's run time moved by a normal draw, to
+    see how far the simulator's own schedule moves with noise that small (`--noise-floor`)."""
     from slurm_rl import policies
 
     t0 = min(r.submit for r in real)
     launch = slurm.launch_s if slurm and slurm.launch_s else 0.0
     trace = [_trace_job(r, t0, model, launch) for r in real]
+    if jitter is not None:
+        rng = random.Random(jitter[1])
+        trace = [dataclasses.replace(
+            tj, duration=max(0.01, tj.duration + rng.gauss(0.0, jitter[0]))) for tj in trace]
     use = timing if model.daemon_timing else None
     bf = slurm.backfill if slurm and model.slurm_timing else None
     main = slurm.main if slurm and model.slurm_timing and bf else None
@@ -451,6 +488,7 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
                        tick_phase_s=None if use is None else (use.phase_s - t0) % 1.0,
                        tick_times_s=() if use is None else tuple(t - t0 for t in use.starts),
                        decision_delay_s=0.0 if use is None else use.delay_s,
+                       decision_delays_s=() if use is None else use.delays,
                        bf_interval_s=0.0 if bf is None else bf.period_s,
                        bf_phase_s=0.0 if bf is None else (bf.anchor_s - t0) % bf.period_s,
                        sched_interval_s=0.0 if main is None else main.period_s,
@@ -460,6 +498,8 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
                        else slurm.launch_s or 0.0,
                        time_limit=TimeLimitEstimate(fixed_s=TIME_LIMIT_MIN * 60.0),
                        will_run_window_s=model.will_run_window_s, clock_origin_s=t0)
+    if restarts is not None and measured_grace and use is not None and use.graces:
+        restarts = dataclasses.replace(restarts, sim_grace_s=statistics.median(use.graces))
     if restarts is not None:
         cfg = dataclasses.replace(
             cfg, launch_delay_s=0.0, restart_rules=True,
@@ -479,6 +519,16 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
     return ({j.job_id: (j.start + t0, j.end + t0 - model.release_s, first.get(j.job_id, ""))
              for j in result.jobs}, (result.resizes, result.preemptions),
             {k: tuple(v) for k, v in waits.items()})
+
+
+def _apart(real: list[RealJob], sim: SimOut, other: SimOut) -> tuple[float, float]:
+    """Kendall τ-b of two simulated schedules' start orders (whole seconds, as `compare`
+    reads Slurm's) and the mean relative difference of their JCTs."""
+    xs = [float(math.floor(sim[r.job_id][0])) for r in real]
+    ys = [float(math.floor(other[r.job_id][0])) for r in real]
+    diffs = [abs(other[r.job_id][1] - sim[r.job_id][1]) / (sim[r.job_id][1] - r.submit)
+             for r in real]
+    return kendall_tau_b(xs, ys), sum(diffs) / len(diffs)
 
 
 def saved_restarts(path: Path) -> Restarts | None:
@@ -540,9 +590,10 @@ def main() -> None:
     ap.add_argument("--grace", type=float, default=Restarts.grace_s,
                     help="an elastic replay: the daemon's [resize] grace_s (default "
                     "%(default)s)")
-    ap.add_argument("--sim-grace", type=float, default=Restarts.sim_grace_s,
-                    help="the simulator's grace step (default %(default)s: grace plus half a "
-                    "daemon cycle)")
+    ap.add_argument("--sim-grace", type=float, default=None,
+                    help="the simulator's grace step (default: the replay's own, the median "
+                    f"signal-to-requeue time in the daemon's action log; else "
+                    f"{Restarts.sim_grace_s}, grace plus half a daemon cycle)")
     ap.add_argument("--requeue-s", type=float, default=Restarts.requeue_s,
                     help="the simulator's requeue step (default %(default)s)")
     ap.add_argument("--restore-s", type=float, default=Restarts.restore_s,
@@ -550,6 +601,14 @@ def main() -> None:
     ap.add_argument("--resim", type=Path, metavar="RAW.json",
                     help="no cluster: simulate a replay saved with --raw again (to compare "
                     "simulator models on the same real run)")
+    ap.add_argument("--noise-floor", type=int, default=0, metavar="K",
+                    help="also simulate each replay K more times with every job's run time "
+                    "moved by a normal draw of --noise-ms, and print how far those schedules "
+                    "are from the simulator's own (the agreement no model can beat when a "
+                    "few ms decide the order)")
+    ap.add_argument("--noise-ms", type=float, default=20.0,
+                    help="sigma of --noise-floor's draws in ms (default %(default)s: the "
+                    "spread of the replay jobs' own run times around their profiled rate)")
     ap.add_argument("--out", type=Path, help="write a Markdown report here")
     ap.add_argument("--raw", type=Path, help="write real and simulated times (JSON) here")
     ap.add_argument("--force", action="store_true",
@@ -566,7 +625,8 @@ def main() -> None:
                      slurm_timing=not args.no_slurm_timing,
                      measured_durations=not args.nominal_durations, release_s=args.release_s,
                      will_run_window_s=args.will_run_window)
-    restarts = (Restarts(grace_s=args.grace, sim_grace_s=args.sim_grace,
+    sim_grace = Restarts.sim_grace_s if args.sim_grace is None else args.sim_grace
+    restarts = (Restarts(grace_s=args.grace, sim_grace_s=sim_grace,
                          requeue_s=args.requeue_s, restore_s=args.restore_s)
                 if args.elastic_every > 0 else None)
     if args.resim:
@@ -575,7 +635,7 @@ def main() -> None:
         daemon_side = saved_restarts(args.resim)
         if daemon_side is not None:  # the daemon's part as it ran; the simulator's as given
             restarts = dataclasses.replace(
-                daemon_side, sim_grace_s=args.sim_grace, requeue_s=args.requeue_s,
+                daemon_side, sim_grace_s=sim_grace, requeue_s=args.requeue_s,
                 restore_s=args.restore_s)
     else:
         if not os.environ.get("SLURM_CONF"):
@@ -591,10 +651,16 @@ def main() -> None:
     results, raw = {}, {}
     counts: dict[str, tuple[int, int, int, int]] = {}
     gaps: dict[str, tuple[list[float], list[float]]] = {}
+    floors: dict[str, list[tuple[float, float]]] = {}
     for policy, real, timing, bf in todo:
+        measured = args.sim_grace is None
         sim, (sim_resizes, sim_preempts), sim_waits = run_sim(real, policy, timing, bf, model,
-                                                              restarts)
+                                                              restarts, measured_grace=measured)
         results[policy] = compare(real, sim)
+        if args.noise_floor > 0:
+            floors[policy] = [_apart(real, sim, run_sim(
+                real, policy, timing, bf, model, restarts, measured_grace=measured,
+                jitter=(args.noise_ms / 1000.0, k))[0]) for k in range(args.noise_floor)]
         counts[policy] = (sum(r.resizes for r in real), sim_resizes,
                           sum(r.preemptions for r in real), sim_preempts)
         gaps[policy] = ([w for r in real for w in r.waits],
@@ -630,6 +696,16 @@ def main() -> None:
             row += f" {c[0]} / {c[1]} | {c[2]} / {c[3]} | {_mean_s(gaps[p][0])} / " \
                    f"{_mean_s(gaps[p][1])} |"
         lines.append(row)
+    if floors:
+        lines += ["", f"Noise floor: the simulator against itself with every job's run time "
+                  f"moved by a normal draw of sigma {args.noise_ms:g} ms ({args.noise_floor} "
+                  "draws)", "",
+                  "| policy | Kendall τ-b: mean | min | mean JCT difference: mean | max |",
+                  "|---|---|---|---|---|"]
+        for p, got in floors.items():
+            taus, errs = [t for t, _ in got], [e for _, e in got]
+            lines.append(f"| {p} | {sum(taus) / len(taus):.3f} | {min(taus):.3f} | "
+                         f"{100 * sum(errs) / len(errs):.1f} % | {100 * max(errs):.1f} % |")
     print("\n".join(lines), flush=True)
     if args.out:
         cmd = "python benchmarks/sim_to_real.py " + " ".join(sys.argv[1:])

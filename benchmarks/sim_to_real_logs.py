@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sqlite3
 import statistics
 from dataclasses import dataclass
 from datetime import datetime
@@ -67,20 +68,35 @@ class RealJob:
 class DaemonTiming:
     """When the real daemon's cycles ran, from its log: the phase of its fixed-rate 1 s cycle
     (epoch seconds mod 1), its median poll-to-act time over cycles that changed something, and
-    each cycle's start (epoch seconds; the phase moves whenever a cycle overruns)."""
+    each cycle's start (epoch seconds; the phase moves whenever a cycle overruns) and its own
+    poll-to-act time (its total: the cycle's updates have all reached slurmctld by then)."""
 
     phase_s: float
     delay_s: float
     cycles: int
     starts: tuple[float, ...] = ()
+    delays: tuple[float, ...] = ()
+    """Per cycle in `starts` (replays saved before these were kept have none)."""
+    graces: tuple[float, ...] = ()
+    """Per restart, from its signal to its requeue (the action log's commands): the grace is
+    over at the first cycle `grace_s` after the signal's, and the requeue runs after that
+    cycle's decision is applied."""
 
 
 _CYCLE = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) INFO cycle \d+: .*"
                     r"made (\d+) job updates.* total ([\d.]+)s$")
+_POLL = re.compile(r" poll ([\d.]+)s")
 
 
-def daemon_timing(log: Path) -> DaemonTiming | None:
-    starts: list[float] = []
+def daemon_timing(log: Path, db: Path | None = None) -> DaemonTiming | None:
+    """From the daemon's log (and, where given, its database: the instant each cycle began,
+    `decisions.at`; the log line comes after the cycle's restarts and pruning too, so its
+    time less the cycle's total is late by those whenever they ran). A cycle sees the cluster
+    as squeue answers during its poll: its instant is taken as the poll's middle, and its
+    decision reaches Slurm at the end of its act (the cycle's total from its beginning)."""
+    begins: list[float] = []
+    totals: list[float] = []
+    polls: list[float] = []
     delays: list[float] = []
     for line in log.read_text().splitlines():
         m = _CYCLE.match(line)
@@ -88,16 +104,48 @@ def daemon_timing(log: Path) -> DaemonTiming | None:
             continue
         at = datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S").timestamp() + int(m[2]) / 1000
         total = float(m[4])
-        starts.append(at - total)
+        p = _POLL.search(line)
+        begins.append(at - total)
+        totals.append(total)
+        polls.append(min(total, float(p[1])) / 2 if p else 0.0)
         if int(m[3]) > 0:
-            delays.append(total)
-    if not starts:
+            delays.append(total - polls[-1])
+    if not begins:
         return None
+    if db is not None and db.is_file():
+        with sqlite3.connect(db) as con:
+            ats = [a for (a,) in con.execute("SELECT at FROM decisions ORDER BY cycle_id")]
+        if len(ats) == len(begins):
+            begins = ats
+        graces = _graces(db)
+    else:
+        graces = ()
+    starts = [b + p for b, p in zip(begins, polls, strict=True)]
+    totals = [t - p for t, p in zip(totals, polls, strict=True)]
     # The cycle is fixed-rate (interval minus the cycle's own time): one phase for all.
     phases = sorted(t % 1.0 for t in starts)
     return DaemonTiming(phase_s=round(statistics.median(phases), 3),
                         delay_s=round(statistics.median(delays or [0.0]), 3),
-                        cycles=len(starts), starts=tuple(round(t, 3) for t in starts))
+                        cycles=len(starts), starts=tuple(round(t, 3) for t in starts),
+                        delays=tuple(totals), graces=graces)
+
+
+def _graces(db: Path) -> tuple[float, ...]:
+    """Per restart in the action log: its requeue's start less its signal's."""
+    with sqlite3.connect(db) as con:
+        rows = con.execute(
+            "SELECT j.job_id, lower(a.kind), a.started_at FROM actions a JOIN action_jobs j "
+            "ON j.action_id = a.id WHERE lower(a.kind) IN ('preempt_signal', 'resize_signal', "
+            "'preempt_requeue', 'requeue_hold') AND lower(a.status) = 'done' "
+            "ORDER BY a.id").fetchall()
+    signalled: dict[str, float] = {}
+    out: list[float] = []
+    for job_id, kind, at in rows:
+        if kind.endswith("_signal"):
+            signalled[job_id] = at
+        elif job_id in signalled:
+            out.append(round(at - signalled.pop(job_id), 3))
+    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -233,7 +281,9 @@ def load_raw(path: Path
     for policy, data in json.loads(path.read_text()).items():
         rows = data["jobs"] if isinstance(data, dict) else data  # older files: a bare list
         timing = (DaemonTiming(**{**data["daemon"],
-                                  "starts": tuple(data["daemon"].get("starts", ()))})
+                                  "starts": tuple(data["daemon"].get("starts", ())),
+                                  "delays": tuple(data["daemon"].get("delays", ())),
+                                  "graces": tuple(data["daemon"].get("graces", ()))})
                   if isinstance(data, dict) and data["daemon"] else None)
         st = data.get("slurm") if isinstance(data, dict) else None
         bf = (SlurmTiming(backfill=_load_cycle(st["backfill"]), main=_load_cycle(st["main"]),

@@ -42,6 +42,32 @@ def ascii_int(text: str, lo: int = 0, hi: int = MAX_INT) -> int | None:
     return value if lo <= value <= hi else None
 
 
+STAMP_DECIMALS = 3
+"""A progress report's time is written to the millisecond: a run's rate is fitted over its
+reports' times, and whole seconds would put up to a second's error into each."""
+
+
+def ascii_stamp(text: str, lo: int = 0, hi: int = MAX_EPOCH) -> float | None:
+    """`text` as epoch seconds if it is ASCII digits, optionally with a '.' and 1 to
+    STAMP_DECIMALS more digits, and lies in lo..hi, else None."""
+    whole, dot, frac = text.partition(".")
+    value = ascii_int(whole, lo, hi)
+    if value is None:
+        return None
+    if not dot:
+        return float(value)
+    if not (0 < len(frac) <= STAMP_DECIMALS and frac.isascii() and frac.isdigit()):
+        return None
+    stamp = float(text)
+    return stamp if stamp <= hi else None
+
+
+def stamp_text(stamp: float) -> str:
+    """Epoch seconds as `ascii_stamp` reads them: to the millisecond, without trailing zeros."""
+    whole, ms = divmod(round(stamp * 10**STAMP_DECIMALS), 10**STAMP_DECIMALS)
+    return str(whole) if not ms else f"{whole}.{ms:0{STAMP_DECIMALS}d}".rstrip("0")
+
+
 def ascii_float(text: str, lo: float = 0.0, hi: float = MAX_INT) -> float | None:
     """`text` as a finite number in lo..hi if it is written with ASCII digits, '.', 'e' and
     signs only (as `%g` writes it; no 'nan', 'inf', '_' or Unicode digits), else None."""

@@ -33,6 +33,7 @@ from pathlib import Path
 
 import click
 
+from slurm_rl.checks import STAMP_DECIMALS
 from slurm_rl.core import Progress
 from slurm_rl.slurm.runner import Runner, SubprocessRunner
 from slurm_rl.states import JobState
@@ -233,7 +234,7 @@ class ProgressReporter:
             measured = (steps_done - last[1]) / (now - last[0])
             rate = measured if measured <= MAX_INT else None  # clocks a hair apart
         progress = Progress(steps_done=steps_done, steps_total=steps_total, rate=rate,
-                            updated_at=float(int(now)))
+                            updated_at=round(now, STAMP_DECIMALS))
         try:
             comment = with_progress(self.read_comment(), progress)
         except CommentError as exc:

@@ -43,8 +43,10 @@ from slurm_rl.submit.tags import (
     CommentError,
     ascii_float,
     ascii_int,
+    ascii_stamp,
     encode_intent_values,
     join_comment,
+    stamp_text,
     valid_model_name,
 )
 
@@ -86,7 +88,7 @@ def encode_progress(progress: Progress) -> str:
     if progress.rate is not None:
         body += f"@{progress.rate:.4g}"
     if progress.updated_at is not None:
-        body += f";t={int(progress.updated_at)}"
+        body += f";t={stamp_text(progress.updated_at)}"
     return "{rlp:" + body + "}"
 
 
@@ -207,10 +209,9 @@ def _decode_progress(body: str) -> Progress | None:
     main, semi, tail = body.partition(";")
     updated: float | None = None
     if semi:
-        stamp = ascii_int(tail[2:], 0, MAX_EPOCH) if tail.startswith("t=") else None
-        if stamp is None:
+        updated = ascii_stamp(tail[2:]) if tail.startswith("t=") else None
+        if updated is None:
             return None
-        updated = float(stamp)
     steps_part, at, rate_part = main.partition("@")
     done_s, slash, total_s = steps_part.partition("/")
     done = ascii_int(done_s)

@@ -16,7 +16,7 @@ MAX_COMMENT_BYTES = 1000
 """The most bytes a whole comment may take (Slurm 22.05 refuses over 1024)."""
 PROGRESS_RESERVE_BYTES = 70
 """Room kept free at submission for the longest progress tag a job may add later
-(`{rlp:<16 digits>/<16 digits>@<9>;t=<10 digits>}` is 62 bytes)."""
+(`{rlp:<16 digits>/<16 digits>@<9>;t=<10 digits>.<3 digits>}` is 66 bytes)."""
 
 # --- Bounds on every number a user gives: slurm_rl/checks.py (re-exported here) ---
 from slurm_rl.checks import (  # noqa: E402,F401 (re-exported: the codec's public names)
@@ -27,9 +27,11 @@ from slurm_rl.checks import (  # noqa: E402,F401 (re-exported: the codec's publi
     CommentError,
     ascii_float,
     ascii_int,
+    ascii_stamp,
     check_int,
     check_number,
     read_digits,
+    stamp_text,
 )
 
 MAX_GPUS = 4096

@@ -66,6 +66,22 @@ local function ascii_int(text, lo, hi)
   return value
 end
 
+-- Epoch seconds: ASCII digits, optionally '.' and 1 to 3 more (tags.ascii_stamp).
+local function ascii_stamp(text, lo, hi)
+  local whole, frac = string.match(text, "^([0-9]+)%.([0-9]+)$")
+  if whole == nil then
+    return ascii_int(text, lo, hi)
+  end
+  if #frac > 3 or ascii_int(whole, lo, hi) == nil then
+    return nil
+  end
+  local value = tonumber(text)
+  if value == nil or value > hi then
+    return nil
+  end
+  return value
+end
+
 -- A finite number written with ASCII digits, '.', 'e' and signs only (tags.ascii_float).
 local function ascii_float(text, lo, hi)
   if #text == 0 or #text > 32 or string.find(text, "[^0-9.eE+-]") then
@@ -229,8 +245,8 @@ local function check_progress(body)
   end
   if tail ~= nil then
     local t = string.match(tail, "^t=(.*)$")
-    if t == nil or ascii_int(t, 0, MAX_EPOCH) == nil then
-      return nil, bad .. "the time is ';t=' and epoch seconds before 2100"
+    if t == nil or ascii_stamp(t, 0, MAX_EPOCH) == nil then
+      return nil, bad .. "the time is ';t=' and epoch seconds before 2100 (to the millisecond)"
     end
   end
   local steps, rate = string.match(main, "^([^@]*)@(.*)$")

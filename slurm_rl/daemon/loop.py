@@ -244,7 +244,8 @@ class Daemon:
         """The policy's decision and the fewest scontrol changes that carry it out."""
         snapshot, admitted = seen.snapshot, seen.admitted
         waiting = self.sizer.awaiting(session, polled, snapshot)  # sizing.py's jobs
-        decision = self.policy.decide(self.sizer.unheld(snapshot, waiting))
+        decision = self.policy.decide(self.sizer.unheld(self.resizer.as_submitted(snapshot),
+                                                        waiting))
         # GPU counts the actuator leaves alone: jobs sizing.py sizes, jobs a resize just
         # released (restart.py, SETTLE_S); sized jobs' CPUs follow their GPUs.
         acted = without_gpus(decision, [*(j.id for j in waiting),

@@ -161,17 +161,16 @@ class Preempter:
             else:
                 fresh.append(job_id)
         facts = self._requeueable([*due, *fresh])
-        signalled = preempted = failed = 0
+        signalled = failed = 0
+        ready: list[JobView] = []  # requeued together at the end (one wait for PENDING)
         for job_id in due:  # judged again: Slurm's answer, the cap
             del self.in_flight[job_id]
             job = jobs[job_id]
             why = judge(job, settings=s, recent=recent.get(job_id, 0), slurm=facts.get(job_id))
             if why:
                 skipped.append((job_id, f"dropped after the signal: {why}"))
-            elif self._restart(session, job, cycle_id, decision_id):
-                preempted += 1
             else:
-                failed += 1
+                ready.append(job)
         for job_id in fresh:
             job = jobs[job_id]
             why = judge(job, settings=s, recent=recent.get(job_id, 0), slurm=facts.get(job_id))
@@ -184,20 +183,23 @@ class Preempter:
                     signalled += 1
                 else:
                     failed += 1
-            elif self._restart(session, job, cycle_id, decision_id):
-                preempted += 1
             else:
-                failed += 1
+                ready.append(job)
+        preempted = self._restart(session, ready, cycle_id, decision_id)
+        failed += len(ready) - preempted
         return PreemptReport(signalled=signalled, preempted=preempted, failed=failed,
                              skipped=tuple(skipped))
 
-    def _restart(self, session: Session, job: JobView, cycle_id: int,
-                 decision_id: int | None) -> bool:
-        """requeuehold → wait for PENDING → release at the lowest rank (StartTime=now+1)."""
+    def _restart(self, session: Session, jobs: Sequence[JobView], cycle_id: int,
+                 decision_id: int | None) -> int:
+        """requeuehold each → wait for them to be PENDING → release each at the lowest rank
+        (StartTime=now+1). Returns how many were released."""
+        if not jobs:
+            return 0
         kind = ActionKind.PREEMPT_REQUEUE
-        if not self.seq.requeue_held(session, kind, job, cycle_id, decision_id):
-            return False
-        return self.seq.release(session, kind, job.id, "", cycle_id, decision_id)
+        held = self.seq.requeue_held_all(session, kind, jobs, cycle_id, decision_id)
+        return sum(self.seq.release(session, kind, job.id, "", cycle_id, decision_id)
+                   for job in held)
 
     def _requeueable(self, job_ids: Sequence[JobId]) -> Mapping[JobId, Requeueable]:
         """One squeue call for the candidates (ids already SAFE_ID); {} if it fails."""

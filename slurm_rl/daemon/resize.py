@@ -178,6 +178,7 @@ class Resizer(Sequencer):
         jobs = {j.id: j for j in snapshot.jobs}
         wanted = {r.job_id: r for r in resizes}
         skipped: list[tuple[JobId, str]] = []
+        ready: list[tuple[Verdict, JobView]] = []  # restarted together at the end
         signalled = resized = failed = 0
         if self.recover_due:
             self.recover_due = False
@@ -209,13 +210,12 @@ class Resizer(Sequencer):
                                 f"signal: {why}"))
                 continue
             _take(free.get(job.partition, []), v, job)
-            if self._restart(session, v, job, cycle_id, decision_id):
-                resized += 1
-            else:
-                failed += 1
+            ready.append((v, job))
         if not s.enabled:
+            done = self._restart(session, ready, cycle_id, decision_id)
             skipped += [(j, "resizing is off ([resize] enabled = false)") for j in wanted]
-            return ResizeReport(skipped=tuple(skipped))
+            return ResizeReport(resized=resized + done, failed=failed + len(ready) - done,
+                                skipped=tuple(skipped))
         signals = (recent_signals(session, list(wanted), since=now - HOUR_S)
                    if s.grace_s > 0 else {})
         for job_id, want in sorted(wanted.items()):
@@ -243,12 +243,11 @@ class Resizer(Sequencer):
                     signalled += 1
                 else:
                     failed += 1
-            elif self._restart(session, v, job, cycle_id, decision_id):
-                resized += 1
             else:
-                failed += 1
-        return ResizeReport(signalled=signalled, resized=resized, failed=failed,
-                            skipped=tuple(skipped))
+                ready.append((v, job))
+        done = self._restart(session, ready, cycle_id, decision_id)
+        return ResizeReport(signalled=signalled, resized=resized + done,
+                            failed=failed + len(ready) - done, skipped=tuple(skipped))
 
     def _after_signal(self, fl: InFlight, want: Resize | None, job: JobView, *, now: float,
                       limits: Mapping[str, PartitionLimits] | None, assoc: AssocLimits | None,
@@ -269,14 +268,18 @@ class Resizer(Sequencer):
             why = why or v.why
         return None, why
 
-    def _restart(self, session: Session, v: Verdict, job: JobView, cycle_id: int,
-                 decision_id: int | None) -> bool:
-        """requeuehold → wait for PENDING → update + release (StartTime=now+1)."""
-        if not self.requeue_held(session, ActionKind.REQUEUE_HOLD, job, cycle_id, decision_id):
-            return False
-        return self.release(session, ActionKind.REQUEUE_HOLD, v.job_id,
-                            gpu_fields(v.per_node, v.nodes, job.nodes, v.cpus_per_node),
-                            cycle_id, decision_id)
+    def _restart(self, session: Session, ready: Sequence[tuple[Verdict, JobView]],
+                 cycle_id: int, decision_id: int | None) -> int:
+        """requeuehold each → wait for them to be PENDING → update + release each
+        (StartTime=now+1). Returns how many were released at their new counts."""
+        if not ready:
+            return 0
+        verdicts = {job.id: v for v, job in ready}
+        held = self.requeue_held_all(session, ActionKind.REQUEUE_HOLD,
+                                     [job for _, job in ready], cycle_id, decision_id)
+        return sum(self.release(session, ActionKind.REQUEUE_HOLD, job.id, gpu_fields(
+            verdicts[job.id].per_node, verdicts[job.id].nodes, job.nodes,
+            verdicts[job.id].cpus_per_node), cycle_id, decision_id) for job in held)
 
 
 @dataclass

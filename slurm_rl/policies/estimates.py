@@ -102,7 +102,13 @@ def impossible_progress(job: JobView, now: float) -> bool:
     fastest measured rate (x `PROFILE_SLACK`) from its submission to its report: more steps
     than that, or a faster rate. (A report the job merely has not earned yet, before it ran, is
     `believed_progress`'s business; this one is a wrong claim the daemon holds against its
-    owner.) A model without a measured curve cannot be judged: False."""
+    owner.) A model without a measured curve cannot be judged: False.
+
+    The steps are not judged for a job that was restarted (`restarts`): Slurm gives a requeued
+    job the requeue's time as its submit time, so the progress of its earlier runs would be
+    judged as made since then (live, every job the daemon preempted turned its owner's claims
+    into wrong ones while it waited to run again). Its rate still is, and once it runs its
+    claims are held to its run (daemon/claims.py)."""
     p = job.progress
     intent = job.intent
     if p is None or intent is None or not intent.model:
@@ -111,9 +117,12 @@ def impossible_progress(job: JobView, now: float) -> bool:
     if model not in perfmodel.curves():
         return False
     fastest = PROFILE_SLACK * perfmodel.fastest(model, max(job.gpus, 1))
+    if p.rate is not None and p.rate > fastest:
+        return True
+    if job.restarts > 0:
+        return False
     at = p.updated_at if p.updated_at is not None else now
-    return p.steps_done > fastest * max(0.0, at - job.submit_time) + 1 or (
-        p.rate is not None and p.rate > fastest)
+    return p.steps_done > fastest * max(0.0, at - job.submit_time) + 1
 
 
 def claims_stand(job: JobView) -> bool:

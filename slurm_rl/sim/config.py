@@ -149,6 +149,11 @@ class EngineConfig:
     """Time from the snapshot a decision is made on to the moment Slurm has it (the daemon's
     poll + decide + act). Jobs may start, end or arrive in between; entries that no longer
     apply are ignored (counted in notes)."""
+    decision_delays_s: tuple[float, ...] = ()
+    """Per explicit tick (as many as tick_times_s), that tick's own decision delay, e.g. each
+    of the daemon's cycles as its log times it: a median delay lands some decisions a few ms
+    after a Slurm pass they beat live (or before one they missed), and every later decision
+    then differs. Other ticks use decision_delay_s."""
     skip_futile: bool = True
     """Skip decide() calls that can not change anything, by what the policy declares it may do
     (slurm_rl.policies.capabilities: not Preempting, not Observing, and Resizing only while a
@@ -272,6 +277,11 @@ class EngineConfig:
             raise ValueError(f"launch_delay_s must be >= 0, got {self.launch_delay_s}")
         if not 0 <= self.decision_delay_s < math.inf:
             raise ValueError(f"decision_delay_s must be >= 0, got {self.decision_delay_s}")
+        if self.decision_delays_s and len(self.decision_delays_s) != len(self.tick_times_s):
+            raise ValueError(f"decision_delays_s: {len(self.decision_delays_s)} delays for "
+                             f"{len(self.tick_times_s)} tick_times_s")
+        if not all(0 <= d < math.inf for d in self.decision_delays_s):
+            raise ValueError("decision_delays_s must be >= 0")
         if self.tick_phase_s is not None and self.tick_s <= 0:
             raise ValueError("tick_phase_s needs tick_s > 0")
         if not (0 <= self.bf_interval_s < math.inf and 0 <= self.sched_interval_s < math.inf):

@@ -121,7 +121,8 @@ class Simulator:
         # Skipping a futile call is exact only if the next event asks the policy again at once:
         # on a fixed cycle, or with a delay, the ranks of the last call would stay in force.
         self._may_skip = (config.skip_futile and config.decide_on_events
-                          and config.decision_delay_s == 0 and not isinstance(policy, Observing))
+                          and config.decision_delay_s == 0 and not config.decision_delays_s
+                          and not isinstance(policy, Observing))
         self._gated: Gated | None = (policy if self._may_skip and isinstance(policy, Gated)
                                      else None)
         self._dropper: Dropping | None = policy if isinstance(policy, Dropping) else None
@@ -419,8 +420,13 @@ class Simulator:
         if not isinstance(decision, Decision):
             raise SimulationError(f"policy {self.policy.name} returned {type(decision).__name__}")
         cfg, now = self.cfg, self.now
-        if cfg.decision_delay_s > 0:
-            self._in_flight[self._events.push_apply(now + cfg.decision_delay_s)] = decision
+        delay = cfg.decision_delay_s
+        if cfg.decision_delays_s:
+            i = bisect_left(cfg.tick_times_s, now)
+            if i < len(cfg.tick_times_s) and cfg.tick_times_s[i] == now:
+                delay = cfg.decision_delays_s[i]
+        if delay > 0:
+            self._in_flight[self._events.push_apply(now + delay)] = decision
         else:
             self._apply(decision)
         if cfg.tick_s > 0 and self._active:

@@ -134,6 +134,52 @@ def test_the_daemons_cycles_are_read_with_each_start(tmp_path: Path) -> None:
     t = daemon_timing(log)
     assert t is not None
     base = datetime.strptime("2026-12-07 02:58:35", "%Y-%m-%d %H:%M:%S").timestamp()
-    assert t.starts == pytest.approx((base + 0.253, base + 1.247, base + 2.8))
-    assert (t.cycles, t.delay_s) == (3, pytest.approx(0.0915, abs=1e-3))
-    assert t.phase_s == pytest.approx(round((base + 0.253) % 1.0, 3))
+    # Each cycle's instant: its beginning (the line's time less its total) plus half its poll
+    # (squeue answers during the poll); its delay: the rest of the cycle.
+    assert t.starts == pytest.approx((base + 0.276, base + 1.267, base + 2.82), abs=1e-3)
+    assert (t.cycles, t.delay_s) == (3, pytest.approx(0.0715, abs=1e-3))
+    assert t.phase_s == pytest.approx(round((base + 0.276) % 1.0, 3))
+    assert t.delays == pytest.approx((0.633, 0.063, 0.080), abs=1e-6)
+
+
+def test_the_daemons_database_gives_each_cycles_start_and_each_restarts_grace(
+        tmp_path: Path) -> None:
+    # The log line of a cycle comes after its restarts (not in its total): the snapshot's own
+    # time, decisions.at, is the start. Each restart's grace runs from its signal to its requeue.
+    import sqlite3
+
+    from benchmarks.sim_to_real_logs import daemon_timing
+    log = tmp_path / "daemon.log"
+    log.write_text(
+        "2026-12-07 02:58:35,909 INFO cycle 1: 50 jobs; made 0 job updates in 0 commands | "
+        "poll 0.046s total 0.100s\n"
+        "2026-12-07 02:58:39,330 INFO cycle 2: 53 jobs; made 3 job updates in 3 commands | "
+        "poll 0.040s total 0.083s\n")
+    db = tmp_path / "d.db"
+    with sqlite3.connect(db) as con:
+        con.execute("CREATE TABLE decisions (id INTEGER, cycle_id INTEGER, at DOUBLE)")
+        con.executemany("INSERT INTO decisions VALUES (?, ?, ?)", [(1, 1, 100.0), (2, 2, 101.0)])
+        con.execute("CREATE TABLE actions (id INTEGER, kind TEXT, status TEXT, "
+                    "started_at DOUBLE)")
+        con.execute("CREATE TABLE action_jobs (action_id INTEGER, job_id TEXT)")
+        rows = [(1, "PREEMPT_SIGNAL", "DONE", 100.2, "7"),
+                (2, "RESIZE_SIGNAL", "DONE", 100.25, "8"),
+                (3, "PREEMPT_REQUEUE", "DONE", 103.2, "7"),
+                (4, "REQUEUE_HOLD", "DONE", 103.5, "8"),
+                (5, "PREEMPT_REQUEUE", "DONE", 109.0, "7")]  # no signal before: not a grace
+        con.executemany("INSERT INTO actions VALUES (?, ?, ?, ?)", [r[:4] for r in rows])
+        con.executemany("INSERT INTO action_jobs VALUES (?, ?)", [(r[0], r[4]) for r in rows])
+    t = daemon_timing(log, db)
+    assert t is not None
+    assert t.starts == pytest.approx((100.023, 101.02), abs=1e-6)
+    assert t.delays == pytest.approx((0.077, 0.063), abs=1e-6)
+    assert t.graces == pytest.approx((3.0, 3.25))
+
+
+def test_a_replay_jobs_deadline_is_the_one_rlsbatch_wrote() -> None:
+    # `--rl-deadline +20s` asked at x.7 s is whole epoch seconds in the intent: the daemon
+    # ranks by that, so the simulator must too (two such deadlines can tie live).
+    from benchmarks.sim_to_real import _stated_deadline
+    assert _stated_deadline("x {rl1:d=1796692775,s=166,m=resnet50}", 1796692775.7) == 1796692775
+    assert _stated_deadline("no intent", 1796692775.7) == 1796692775.7
+    assert _stated_deadline("{rl1:s=5}", None) is None

@@ -30,7 +30,12 @@ class FakeSlurm:
             ids = argv[argv.index("-j") + 1].split(",")
             out = "".join(f"{i:<24}{self.facts.get(i, '1       1')}\n" for i in ids)
         elif argv[0] == "squeue":
-            out = (self.states.pop(0) if len(self.states) > 1 else self.states[0]) + "\n"
+            state = self.states.pop(0) if len(self.states) > 1 else self.states[0]
+            if argv[-1] == "%i %T":  # each job given, with its state (the same for all)
+                ids = argv[argv.index("-j") + 1].split(",")
+                out = "".join(f"{i} {state}\n" for i in ids)
+            else:
+                out = state + "\n"
         if self.fail_on and self.fail_on in " ".join(argv) + (input or ""):
             code, err = 1, "slurm_update error: Access/permission denied"
         return CommandResult(args=argv, returncode=code, stdout=out, stderr=err,

@@ -4,6 +4,7 @@ each user's record kept in the database, and the views policies see marked accor
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -110,3 +111,10 @@ def test_progress_no_run_could_have_made_catches_its_owner(session: Session) -> 
     requeued = view("3", "c", submit=NOW - 7200, progress=Progress(
         steps_done=4000, steps_total=4104, rate=6.8, updated_at=NOW - 600))
     assert checker.check(session, snap(requeued)).jobs[0] is requeued
+    # Nor is a job the daemon preempted: Slurm dates it submitted at the requeue, 5 s ago, with
+    # the progress of its first run. Its owner's other jobs stay believed.
+    preempted = replace(view("4", "d", submit=NOW - 5, progress=Progress(
+        steps_done=4000, steps_total=4104, rate=6.8, updated_at=NOW - 8)), restarts=1)
+    other = view("5", "d")
+    out = by_id(checker.check(session, snap(preempted, other)))
+    assert out["5"].claim_ratio == 1.0 and out["4"].claim_ratio == 1.0

@@ -157,6 +157,67 @@ def test_signal_then_after_the_grace_requeuehold_and_release_at_the_lowest_rank(
     assert held_after_requeue(session) == {}
 
 
+def test_the_preemptions_due_in_a_cycle_wait_for_pending_together(session: Session) -> None:
+    # Three jobs signalled in one cycle are requeued in one later cycle: all requeueholds, one
+    # wait for PENDING (a squeue of all three per look), then the releases. One by one, each
+    # job's GPUs were freed a wait after the one before (0.3 s live).
+    fake = FakeSlurm(states=("RUNNING", "RUNNING", "PENDING"))
+    p, _ = preempter(fake, grace_s=30.0)
+    jobs = [job(i) for i in (1, 2, 3)]
+    step(p, session, NOW, [1, 2, 3], *jobs)
+    assert step(p, session, NOW + 31, [], *jobs) == [
+        "preemptions: 0 signalled, 3 requeued, 0 failed"]
+    assert fake.commands()[3:] == [
+        "scontrol requeuehold 1", "scontrol requeuehold 2", "scontrol requeuehold 3",
+        "update JobId=1 SiteFactor=1 StartTime=now+1", "release 1",
+        "update JobId=2 SiteFactor=1 StartTime=now+1", "release 2",
+        "update JobId=3 SiteFactor=1 StartTime=now+1", "release 3"]
+    looks = [a for a, _ in fake.calls if a[0] == "squeue" and a[-1] == "%i %T"]
+    assert [a[a.index("-j") + 1] for a in looks] == ["1,2,3"] * 3
+    assert held_after_requeue(session) == {}
+
+
+def test_a_requeued_job_keeps_its_first_submit_time_for_the_policy(session: Session) -> None:
+    # Slurm dates a requeued job submitted at the requeue (22.05): the policy sees the first
+    # submit time (as the simulator keeps it), the daemon's own records Slurm's.
+    fake = FakeSlurm(states=("PENDING",))
+    p, seq = preempter(fake, grace_s=0.0)
+    first = job(1, submit_time=NOW - 600)
+    step(p, session, NOW, [1], first, job(2))
+    requeued = job(1, state=JobState.PENDING, submit_time=NOW + 1, start_time=None)
+    raw = ClusterSnapshot(time=NOW + 5, jobs=(requeued, job(2)), nodes=NODES)
+    annotated = seq.annotate(session, raw)
+    assert annotated.jobs[0].submit_time == NOW + 1 and annotated.jobs[0].restarts == 1
+    seen = seq.as_submitted(annotated)
+    assert seen.jobs[0].submit_time == NOW - 600 and seen.jobs[0].restarts == 1
+    assert seen.jobs[1] is annotated.jobs[1]
+    assert seq.as_submitted(annotated).jobs[0] is seen.jobs[0]  # the same view while it is
+    # Gone (or another job under the id): forgotten.
+    seq.annotate(session, ClusterSnapshot(time=NOW + 9, jobs=(job(2),), nodes=NODES))
+    later = ClusterSnapshot(time=NOW + 9, jobs=(requeued,), nodes=NODES)
+    assert seq.as_submitted(later) is later
+
+
+def test_a_job_not_pending_in_time_is_left_to_recovery_the_others_released(
+        session: Session) -> None:
+    class OneSlow(FakeSlurm):
+        def run(self, args: Sequence[str], **kw: object):  # type: ignore[no-untyped-def]
+            result = super().run(args, **kw)  # type: ignore[arg-type]
+            if args[-1] == "%i %T":
+                ids = args[args.index("-j") + 1].split(",")
+                out = "".join(f"{i} {'RUNNING' if i == '2' else 'PENDING'}\n" for i in ids)
+                result = replace(result, stdout=out)
+            return result
+    fake = OneSlow()
+    p, seq = preempter(fake, grace_s=0.0, wait_pending_s=1.0)
+    jobs = [job(i) for i in (1, 2, 3)]
+    assert step(p, session, NOW, [1, 2, 3], *jobs) == [
+        "preemptions: 0 signalled, 2 requeued, 1 failed"]
+    assert [c for c in fake.commands() if c.startswith("release")] == ["release 1", "release 3"]
+    assert held_after_requeue(session) == {JobId("2"): ActionKind.PREEMPT_REQUEUE}
+    assert seq.recover_due
+
+
 def test_a_job_in_one_restarts_grace_is_not_signalled_for_another(session: Session) -> None:
     """Seen live: a job in its preemption's grace got a resize's signal two cycles later, and
     the resize would have requeued it a second time once it ran again. Each restart's signal

@@ -83,10 +83,10 @@ def test_a_shrink_updates_gpus_and_cpus_together_only_for_a_sized_job(session: S
                     ClusterSnapshot(time=NOW, jobs=(mine, theirs), nodes=NODES),
                     limits=LIMITS, assoc=None, cycle_id=2, decision_id=None)
     assert report.resized == 2, report
-    assert fake.commands() == [
+    assert fake.commands() == [  # both requeued, one wait for PENDING, both released
         "scontrol requeuehold 1",
+        "scontrol requeuehold 2",
         "update JobId=1 TresPerNode=gres:gpu:2 NumNodes=1 MinCPUsNode=4 StartTime=now+1",
         "release 1",
-        "scontrol requeuehold 2",
         "update JobId=2 TresPerNode=gres:gpu:2 NumNodes=1 StartTime=now+1",
         "release 2"]

@@ -127,6 +127,14 @@ def test_impossible_progress_is_told_from_progress_not_yet_earned() -> None:
                                      updated_at=NOW - 600))
     assert not impossible_progress(requeued, NOW)
     assert believed_progress(requeued) is None  # but it counts only once it runs again
+    # Slurm gives a requeued job the requeue's time as its submit time (measured on 22.05): the
+    # progress of its earlier runs predates it. Not a lie of its owner's once it was restarted;
+    # a faster rate than its model allows still is.
+    now_submitted = dataclasses.replace(requeued, submit_time=NOW - 5, restarts=1)
+    assert not impossible_progress(now_submitted, NOW)
+    assert impossible_progress(dataclasses.replace(now_submitted, restarts=0), NOW)
+    assert impossible_progress(dataclasses.replace(now_submitted, progress=Progress(
+        steps_done=4000, steps_total=4104, rate=1e6, updated_at=NOW - 600)), NOW)
 
 
 @pytest.mark.parametrize("policy", ["sjf", "rl", "deadline", "elasticflow"])

@@ -317,6 +317,21 @@ def test_decision_applied_after_the_delay() -> None:
     assert late["A"] == (10, 15) and late["B"] == (15, 20)
     now = by_id(run(jobs, FakePolicy(b_first), **cfg))
     assert now["B"] == (10, 15) and now["A"] == (15, 20)
+    # Each listed tick its own delay: the 9.5 tick's decision lands at 9.9, before X ends, so
+    # B starts at 10 although the other ticks' (and the default) delay is 0.8 s.
+    ticks = tuple(0.5 + k for k in range(12))
+    own = by_id(run(jobs, FakePolicy(b_first), decision_delay_s=0.8, tick_times_s=ticks,
+                    decision_delays_s=tuple(0.4 if t == 9.5 else 0.8 for t in ticks), **cfg))
+    assert own["B"] == (10, 15) and own["A"] == (15, 20)
+
+
+def test_per_tick_delays_match_the_ticks() -> None:
+    with pytest.raises(ValueError, match="2 delays for 1 tick_times_s"):
+        EngineConfig(nodes=1, gpus_per_node=1, tick_s=1.0, tick_times_s=(1.0,),
+                     decision_delays_s=(0.1, 0.2))
+    with pytest.raises(ValueError, match="decision_delays_s must be >= 0"):
+        EngineConfig(nodes=1, gpus_per_node=1, tick_s=1.0, tick_times_s=(1.0,),
+                     decision_delays_s=(-0.1,))
 
 
 # --- slurmctld's cadence: main scheduler and backfill on their own cycles ----------------------

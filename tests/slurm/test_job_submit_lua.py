@@ -118,6 +118,7 @@ ACCEPTED = [
     "x {rl1:i=" + "i" * 40 + "}", "x {rl1:m=bert,i=gpt}", f"x {{rl1:d={NOW + HORIZON_S - 60}}}",
     "x {rl1:d=946684800}", "user said {hi} {rl1:g=1-4}", "x {rl1:h,e}",
     "x {rl1:g=1-2}{rlp:0}", f"{{rlp:5/10@1.5;t={NOW}}}", "unmanaged {rlp:10/10@1e+05}",
+    f"x {{rl1:}}{{rlp:5/10;t={NOW}.5}}", f"x {{rl1:}}{{rlp:5;t={NOW}.125}}",
     "x {rl1:}{rlp:3@0.0001234}", "x {rl1:}{rlp:0/1@0}", f"x {{rl1:}}{{rlp:{MAX_INT}}}",
     "not ours {rl2:c=critical}", "x {RL1:c=critical}", "{rl1 c=critical}", "caf\udce9 {rl1:}",
     "a" * 990 + " {rl1:}",
@@ -161,7 +162,8 @@ REFUSED = [
     *[(f"x {{rl1:}}{{rlp:{p}}}", "progress tag")
       for p in ("", "5/3", "5@nan", "5@inf", "5@-1", "5@1e999", "\u0665", "5;t=4102444801",
                 "5;junk", "5/0", "99999999999999999", "5/", "5@", "-1", "5@1_0", "5@0x1p3",
-                f"5;t={NOW};t={NOW}")],
+                f"5;t={NOW};t={NOW}", f"5;t={NOW}.", f"5;t={NOW}.1234", "5;t=.5",
+                "5;t=1e9", f"5;t={NOW}.-1", "5;t=4102444800.5")],
     # sizes
     ("x {rl1:d=1700000000000000}", "the deadline must be epoch seconds"),
     ("x " + encode_intent_values(deadline=SOON, hard=True, service_class="besteffort",

@@ -74,6 +74,14 @@ def test_at_most_one_update_per_interval(tmp_path: Path) -> None:
                                         updated_at=1030.0)
 
 
+def test_a_report_is_dated_to_the_millisecond(tmp_path: Path) -> None:
+    job = OneJob(compose_comment("", INTENT))
+    rep = reporter(job, Clock(1000.1234), tmp_path)
+    assert rep.report(10, 1000)
+    progress = decode_comment(job.comment).progress
+    assert progress is not None and progress.updated_at == 1000.123
+
+
 def test_final_and_forced_reports_bypass_the_throttle(tmp_path: Path) -> None:
     job = OneJob("")
     clock = Clock(1000.0)

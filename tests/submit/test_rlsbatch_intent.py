@@ -137,7 +137,7 @@ def test_submission_keeps_room_for_progress() -> None:
         gpus_max=4096, elastic=True, total_steps=2 ** 53 - 1, model="m" * 40,
         batch_size=2 ** 53 - 1)
     progress = encode_progress(Progress(steps_done=2 ** 53 - 1, steps_total=2 ** 53 - 1,
-                                        rate=9.007e15, updated_at=4_102_444_800.0))
+                                        rate=9.007e15, updated_at=4_102_444_799.999))
     assert len(progress) <= PROGRESS_RESERVE_BYTES
     join_comment("", longest, reserve_bytes=PROGRESS_RESERVE_BYTES)
     long_tag = "{rl1:m=" + "x" * 140 + "}"  # not a valid intent; only its length matters here
@@ -149,3 +149,19 @@ def test_submission_keeps_room_for_progress() -> None:
         compose_comment("x" * 950, Intent(), reserve_bytes=PROGRESS_RESERVE_BYTES)
     with pytest.raises(CommentError, match="newline"):
         join_comment("a\nb", "{rl1:}")
+
+
+@pytest.mark.parametrize("stamp", [1_796_691_907.0, 1_796_691_907.846, 1_796_691_907.5, 0.25])
+def test_progress_times_keep_their_milliseconds(stamp: float) -> None:
+    # A run's rate is fitted over its reports' times: whole seconds would put up to a second's
+    # error into every fitted interval.
+    tag = encode_progress(Progress(steps_done=3, steps_total=10, updated_at=stamp))
+    decoded = decode_comment("x " + tag).progress
+    assert decoded is not None and decoded.updated_at == stamp
+    assert ("." in tag.partition(";t=")[2]) == (not stamp.is_integer())  # whole: no decimals
+
+
+@pytest.mark.parametrize("stamp", ["1.", "1.1234", ".5", "1e9", "+5", "1.-1", "1.5.5", "1,5",
+                                   "4102444800.5", "\u0661.5", "5.\u0661"])
+def test_malformed_progress_times_are_not_progress(stamp: str) -> None:
+    assert decode_comment("{rlp:1/2;t=" + stamp + "}").progress is None
