@@ -212,8 +212,8 @@ BLOCKS: dict[tuple[str, str], How] = {
                             "rl,deadline,elasticflow --elastic-every 2 \\"):
         How(skip="three replays of minutes on the cluster (the --resim block below runs)"),
     ("docs/sim-to-real.md", ".venv/bin/python benchmarks/sim_to_real.py --resim "
-                            "docs/sim-to-real/elastic-3.json \\"):
-        How(expect="| rl | 50 | 0.979 |"),
+                            "docs/sim-to-real/elastic-7.json \\"):
+        How(expect="| rl | 50 | 0.997 |"),
     ("docs/sim-to-real.md", "SLURM_CONF=... .venv/bin/python benchmarks/calibrate_restart.py "
                             "-n 5 --grace-s 10 --size-mb 1 \\"):
         How(skip="minutes of restarts on the cluster (tests/benchmarks/test_calibrate_restart.py "
