@@ -465,18 +465,22 @@ def run_sim(real: list[RealJob], policy: str, timing: DaemonTiming | None,
     """The simulated replay: each job's start, end and first nodes, the resizes and
     preemptions the simulated daemon carried out, and per job the time from each restart's
     signal to the next run (a run's end is its grace's end: the signal was sim_grace_s
-    before). `jitter` (sigma seconds, seed): each job's run time moved by a normal draw, to
-    see how far the simulator's own schedule moves with noise that small (`--noise-floor`)."""
+    before). `jitter` (sigma seconds, seed): each job's run time and each daemon cycle's
+    instant moved by a normal draw, to see how far the simulator's own schedule moves with
+    noise that small (`--noise-floor`)."""
     from slurm_rl import policies
 
     t0 = min(r.submit for r in real)
     launch = slurm.launch_s if slurm and slurm.launch_s else 0.0
     trace = [_trace_job(r, t0, model, launch) for r in real]
+    use = timing if model.daemon_timing else None
     if jitter is not None:
         rng = random.Random(jitter[1])
         trace = [dataclasses.replace(
             tj, duration=max(0.01, tj.duration + rng.gauss(0.0, jitter[0]))) for tj in trace]
-    use = timing if model.daemon_timing else None
+        if use is not None and use.starts:  # and when each cycle saw the cluster
+            moved = sorted(t + rng.gauss(0.0, jitter[0]) for t in use.starts)
+            use = dataclasses.replace(use, starts=tuple(moved))
     bf = slurm.backfill if slurm and model.slurm_timing else None
     main = slurm.main if slurm and model.slurm_timing and bf else None
 
@@ -603,12 +607,13 @@ def main() -> None:
                     "simulator models on the same real run)")
     ap.add_argument("--noise-floor", type=int, default=0, metavar="K",
                     help="also simulate each replay K more times with every job's run time "
-                    "moved by a normal draw of --noise-ms, and print how far those schedules "
-                    "are from the simulator's own (the agreement no model can beat when a "
-                    "few ms decide the order)")
+                    "and every daemon cycle's instant moved by a normal draw of --noise-ms, "
+                    "and print how far those schedules are from the simulator's own (the "
+                    "agreement no model can beat when a few ms decide the order)")
     ap.add_argument("--noise-ms", type=float, default=20.0,
                     help="sigma of --noise-floor's draws in ms (default %(default)s: the "
-                    "spread of the replay jobs' own run times around their profiled rate)")
+                    "spread of the replay jobs' own run times around their profiled rate, and "
+                    "about half a daemon poll)")
     ap.add_argument("--out", type=Path, help="write a Markdown report here")
     ap.add_argument("--raw", type=Path, help="write real and simulated times (JSON) here")
     ap.add_argument("--force", action="store_true",
@@ -697,9 +702,9 @@ def main() -> None:
                    f"{_mean_s(gaps[p][1])} |"
         lines.append(row)
     if floors:
-        lines += ["", f"Noise floor: the simulator against itself with every job's run time "
-                  f"moved by a normal draw of sigma {args.noise_ms:g} ms ({args.noise_floor} "
-                  "draws)", "",
+        lines += ["", "Noise floor: the simulator against itself with every job's run time and "
+                  f"every daemon cycle's instant moved by a normal draw of sigma "
+                  f"{args.noise_ms:g} ms ({args.noise_floor} draws)", "",
                   "| policy | Kendall τ-b: mean | min | mean JCT difference: mean | max |",
                   "|---|---|---|---|---|"]
         for p, got in floors.items():
