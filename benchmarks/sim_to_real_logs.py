@@ -68,8 +68,9 @@ class RealJob:
 class DaemonTiming:
     """When the real daemon's cycles ran, from its log: the phase of its fixed-rate 1 s cycle
     (epoch seconds mod 1), its median poll-to-act time over cycles that changed something, and
-    each cycle's start (epoch seconds; the phase moves whenever a cycle overruns) and its own
-    poll-to-act time (its total: the cycle's updates have all reached slurmctld by then)."""
+    each cycle's instant (epoch seconds; the phase moves whenever a cycle overruns) and its own
+    delay from that instant to the end of its act (its updates have all reached slurmctld by
+    then)."""
 
     phase_s: float
     delay_s: float
@@ -97,7 +98,7 @@ def daemon_timing(log: Path, db: Path | None = None) -> DaemonTiming | None:
     begins: list[float] = []
     totals: list[float] = []
     polls: list[float] = []
-    delays: list[float] = []
+    changed: list[float] = []  # the delays of the cycles that made updates (the median's)
     for line in log.read_text().splitlines():
         m = _CYCLE.match(line)
         if not m:
@@ -109,7 +110,7 @@ def daemon_timing(log: Path, db: Path | None = None) -> DaemonTiming | None:
         totals.append(total)
         polls.append(min(total, float(p[1])) / 2 if p else 0.0)
         if int(m[3]) > 0:
-            delays.append(total - polls[-1])
+            changed.append(total - polls[-1])
     if not begins:
         return None
     if db is not None and db.is_file():
@@ -121,13 +122,13 @@ def daemon_timing(log: Path, db: Path | None = None) -> DaemonTiming | None:
     else:
         graces = ()
     starts = [b + p for b, p in zip(begins, polls, strict=True)]
-    totals = [t - p for t, p in zip(totals, polls, strict=True)]
+    delays = [t - p for t, p in zip(totals, polls, strict=True)]
     # The cycle is fixed-rate (interval minus the cycle's own time): one phase for all.
     phases = sorted(t % 1.0 for t in starts)
     return DaemonTiming(phase_s=round(statistics.median(phases), 3),
-                        delay_s=round(statistics.median(delays or [0.0]), 3),
+                        delay_s=round(statistics.median(changed or [0.0]), 3),
                         cycles=len(starts), starts=tuple(round(t, 3) for t in starts),
-                        delays=tuple(totals), graces=graces)
+                        delays=tuple(delays), graces=graces)
 
 
 def _graces(db: Path) -> tuple[float, ...]:

@@ -127,7 +127,8 @@ class Sequencer:
 
     def requeue_held(self, session: Session, kind: ActionKind, job: JobView, cycle_id: int,
                      decision_id: int | None) -> bool:
-        """requeuehold (a restart: counted, the run's GPU-time kept) → wait for PENDING."""
+        """requeuehold (a restart: counted, the run's GPU-time kept) → wait for PENDING (one
+        job: benchmarks/calibrate_restart.py times each step of one restart)."""
         return bool(self.requeue_held_all(session, kind, [job], cycle_id, decision_id))
 
     def requeue_held_all(self, session: Session, kind: ActionKind, jobs: Sequence[JobView],

@@ -113,10 +113,9 @@ def impossible_progress(job: JobView, now: float) -> bool:
     intent = job.intent
     if p is None or intent is None or not intent.model:
         return False
-    model = intent.model.lower()
-    if model not in perfmodel.curves():
+    fastest = perfmodel.rate_ceiling(intent.model, job.gpus)
+    if fastest is None:
         return False
-    fastest = PROFILE_SLACK * perfmodel.fastest(model, max(job.gpus, 1))
     if p.rate is not None and p.rate > fastest:
         return True
     if job.restarts > 0:
